@@ -224,7 +224,7 @@ func ValidID(s string) bool {
 func DecodeEnvelope(data []byte) (*Envelope, error) {
 	if len(data) > MaxEnvelopeBytes {
 		return nil, &Error{Class: ClassInvalid, Code: "envelope_too_large", Status: 413,
-			Message: fmt.Sprintf("envelope is %d bytes; the limit is %d", len(data), MaxEnvelopeBytes),
+			Message:    fmt.Sprintf("envelope is %d bytes; the limit is %d", len(data), MaxEnvelopeBytes),
 			NextAction: "shrink the payload or store large data elsewhere and send a reference"}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
