@@ -338,7 +338,9 @@ func (e *Envelope) Validate() error {
 func validateAddress(fe FieldErrors, name string, a Address, isTo bool) {
 	if a.Agent == "" {
 		fe.Add(name+".agent", "required")
-	} else if !(isTo && a.Agent == Broadcast) && !ValidID(a.Agent) {
+	} else if a.Agent == Broadcast && !isTo {
+		fe.Add(name+".agent", "broadcast is only a recipient")
+	} else if a.Agent != Broadcast && !ValidID(a.Agent) {
 		fe.Add(name+".agent", "must be an agent id")
 	}
 	if a.Tier != "" && !a.Tier.Valid() {

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchboard-hub/switchboard/internal/app"
+)
+
+func newServeCmd() *cobra.Command {
+	var cfg app.Config
+	var logFormat, logLevel string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the hub",
+		Long: `Run the hub. With no flags it listens on 127.0.0.1:7600 and keeps its data in
+an embedded SQLite database under ./.switchboard. Use --db postgres://... to run
+one of several nodes sharing a PostgreSQL database.`,
+		Example: `  switchboard serve
+  switchboard serve --addr 0.0.0.0:7600 --data /var/lib/switchboard
+  SWITCHBOARD_DB=postgres://user@db/switchboard switchboard serve`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			logger, err := newLogger(logFormat, logLevel)
+			if err != nil {
+				return err
+			}
+			slog.SetDefault(logger)
+			cfg.Logger = logger
+			cfg.Out = cmd.OutOrStdout()
+			a, err := app.New(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			if err := a.Start(); err != nil {
+				a.Close()
+				return err
+			}
+			a.PrintBanner()
+			err = a.Serve(cmd.Context())
+			fmt.Fprintln(cmd.OutOrStdout(), "switchboard stopped")
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Addr, "addr", env("SWITCHBOARD_ADDR", app.DefaultAddr), "listen address (env SWITCHBOARD_ADDR)")
+	f.StringVar(&cfg.DataDir, "data", env("SWITCHBOARD_DATA", ".switchboard"), "data directory (env SWITCHBOARD_DATA)")
+	f.StringVar(&cfg.DB, "db", env("SWITCHBOARD_DB", ""), "postgres:// URL; empty uses SQLite in the data directory (env SWITCHBOARD_DB)")
+	f.StringVar(&cfg.AdminToken, "admin-token", env("SWITCHBOARD_ADMIN_TOKEN", ""), "admin token; empty generates one at first start (env SWITCHBOARD_ADMIN_TOKEN)")
+	f.StringVar(&cfg.Onboarding, "onboarding", env("SWITCHBOARD_ONBOARDING", "invite"), "who may self-register agents: open, invite or closed (env SWITCHBOARD_ONBOARDING)")
+	f.StringVar(&logFormat, "log-format", env("SWITCHBOARD_LOG_FORMAT", "auto"), "auto (text on a terminal, JSON otherwise), json or text (env SWITCHBOARD_LOG_FORMAT)")
+	f.StringVar(&logLevel, "log-level", env("SWITCHBOARD_LOG_LEVEL", "info"), "debug, info, warn or error (env SWITCHBOARD_LOG_LEVEL)")
+	return cmd
+}
+
+func newLogger(format, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch strings.ToLower(format) {
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "auto", "":
+		if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		}
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: %q is not one of auto, json, text", format)
+}

@@ -1,0 +1,189 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-hub/switchboard/client"
+	"github.com/switchboard-hub/switchboard/internal/app/apptest"
+)
+
+type rawResp struct {
+	status int
+	body   map[string]any
+	raw    string
+}
+
+func call(t *testing.T, method, url, token, contentType string, body []byte) rawResp {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	r := rawResp{status: resp.StatusCode, raw: string(b)}
+	_ = json.Unmarshal(b, &r.body)
+	return r
+}
+
+func agentCount(t *testing.T, h *apptest.Hub) int {
+	t.Helper()
+	as, err := h.Admin.Agents(context.Background(), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(as)
+}
+
+// Every bad input to agent creation gets the structured error and creates nothing.
+func TestCreateAgentBadInput(t *testing.T) {
+	apptest.Each(t, func(t *testing.T, h *apptest.Hub) {
+		_, agentClient := h.NewAgent("Existing")
+		before := agentCount(t, h)
+		url := h.URL + "/v1/admin/agents"
+		big := []byte(`{"displayName":"` + strings.Repeat("x", 2<<20) + `"}`)
+		tests := []struct {
+			name, token, ctype string
+			body               []byte
+			status             int
+			code, class        string
+		}{
+			{"no token", "", "application/json", []byte(`{"displayName":"A"}`), 401, "unauthorized", "E001"},
+			{"bad token", "sbt_nope", "application/json", []byte(`{"displayName":"A"}`), 401, "unauthorized", "E001"},
+			{"agent token", agentClient.Token, "application/json", []byte(`{"displayName":"A"}`), 403, "admin_required", "E001"},
+			{"malformed json", apptest.AdminToken, "application/json", []byte(`{"displayName":`), 400, "invalid_json", "E003"},
+			{"empty body", apptest.AdminToken, "application/json", nil, 400, "invalid_json", "E003"},
+			{"unknown field", apptest.AdminToken, "application/json", []byte(`{"displayName":"A","tire":"pm"}`), 400, "unknown_field", "E003"},
+			{"wrong type", apptest.AdminToken, "application/json", []byte(`{"displayName":42}`), 400, "invalid_json", "E003"},
+			{"trailing data", apptest.AdminToken, "application/json", []byte(`{"displayName":"A"} {}`), 400, "invalid_request", "E003"},
+			{"not json", apptest.AdminToken, "text/xml", []byte(`<a/>`), 415, "unsupported_media_type", "E003"},
+			{"oversize", apptest.AdminToken, "application/json", big, 413, "body_too_large", "E003"},
+			{"bad tier", apptest.AdminToken, "application/json", []byte(`{"displayName":"A","tier":"boss"}`), 400, "validation_failed", "E003"},
+			{"empty name", apptest.AdminToken, "application/json", []byte(`{"displayName":"  "}`), 400, "display_name_required", "E003"},
+			{"reserved char", apptest.AdminToken, "application/json", []byte(`{"displayName":"A#B"}`), 400, "display_name_reserved_character", "E003"},
+			{"unknown parent", apptest.AdminToken, "application/json", []byte(`{"displayName":"A","parent":"agt_missing"}`), 400, "invalid_parent", "E003"},
+		}
+		for _, tt := range tests {
+			r := call(t, "POST", url, tt.token, tt.ctype, tt.body)
+			if r.status != tt.status || r.body["error"] != tt.code || r.body["class"] != tt.class {
+				t.Errorf("%s: got %d %v %v, want %d %s %s (%s)", tt.name, r.status, r.body["error"], r.body["class"], tt.status, tt.code, tt.class, r.raw)
+			}
+			if _, ok := r.body["message"].(string); !ok {
+				t.Errorf("%s: no message in %s", tt.name, r.raw)
+			}
+			if r.body["requestId"] == nil {
+				t.Errorf("%s: no requestId", tt.name)
+			}
+		}
+		if after := agentCount(t, h); after != before {
+			t.Fatalf("bad requests changed state: %d agents before, %d after", before, after)
+		}
+	})
+}
+
+func TestRotateTokenOnlyForSelf(t *testing.T) {
+	apptest.Each(t, func(t *testing.T, h *apptest.Hub) {
+		ctx := context.Background()
+		a, ac := h.NewAgent("A")
+		b, bc := h.NewAgent("B")
+		if _, err := ac.RotateToken(ctx, b.ID); client.Code(err) != "not_your_agent" || client.Status(err) != 403 {
+			t.Fatalf("rotating another agent's token: %v", err)
+		}
+		if _, err := bc.Agent(ctx, b.ID); err != nil {
+			t.Fatalf("B's token stopped working: %v", err)
+		}
+		tok, err := ac.RotateToken(ctx, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ac.Agent(ctx, a.ID); client.Status(err) != 401 {
+			t.Fatalf("old token still valid: %v", err)
+		}
+		if _, err := h.Client(tok).Agent(ctx, a.ID); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestUnknownRouteAndMethod(t *testing.T) {
+	h := apptest.Start(t, "")
+	r := call(t, "GET", h.URL+"/v1/does-not-exist", apptest.AdminToken, "", nil)
+	if r.status != 404 || r.body["error"] != "route_not_found" {
+		t.Fatalf("unknown route: %d %s", r.status, r.raw)
+	}
+	r = call(t, "DELETE", h.URL+"/v1/agents", apptest.AdminToken, "", nil)
+	if r.status != 405 || r.body["error"] != "method_not_allowed" {
+		t.Fatalf("bad method: %d %s", r.status, r.raw)
+	}
+}
+
+func TestHealthAndReady(t *testing.T) {
+	apptest.Each(t, func(t *testing.T, h *apptest.Hub) {
+		for _, p := range []string{"/healthz", "/readyz"} {
+			r := call(t, "GET", h.URL+p, "", "", nil)
+			if r.status != 200 {
+				t.Fatalf("%s: %d %s", p, r.status, r.raw)
+			}
+		}
+		r := call(t, "GET", h.URL+"/metrics", "", "", nil)
+		if r.status != 200 || !strings.Contains(r.raw, "switchboard_http_request_duration_seconds") {
+			t.Fatalf("metrics: %d", r.status)
+		}
+	})
+}
+
+// The OpenAPI document and the mux describe the same routes: every
+// documented operation is served (not a 404/405 from the router), and
+// every served route is documented with a summary and responses.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	h := apptest.Start(t, "")
+	r := call(t, "GET", h.URL+"/v1/openapi.json", "", "", nil)
+	if r.status != 200 {
+		t.Fatalf("openapi: %d", r.status)
+	}
+	paths, _ := r.body["paths"].(map[string]any)
+	var documented []string
+	for p, ops := range paths {
+		for m, op := range ops.(map[string]any) {
+			documented = append(documented, strings.ToUpper(m)+" "+p)
+			o := op.(map[string]any)
+			if s, _ := o["summary"].(string); s == "" {
+				t.Errorf("%s %s has no summary", m, p)
+			}
+			if o["responses"] == nil {
+				t.Errorf("%s %s has no responses", m, p)
+			}
+			url := h.URL + strings.NewReplacer("{", "x", "}", "x").Replace(p)
+			resp := call(t, strings.ToUpper(m), url, apptest.AdminToken, "application/json", []byte("{}"))
+			if code, _ := resp.body["error"].(string); code == "route_not_found" || code == "method_not_allowed" {
+				t.Errorf("documented %s %s is not served: %s", m, p, resp.raw)
+			}
+		}
+	}
+	var served []string
+	for _, op := range h.App.API.Router().Ops() {
+		served = append(served, op.Method+" "+strings.NewReplacer("...}", "}").Replace(op.Path))
+	}
+	sort.Strings(documented)
+	sort.Strings(served)
+	if strings.Join(documented, "\n") != strings.Join(served, "\n") {
+		t.Fatalf("documented:\n%s\n\nserved:\n%s", strings.Join(documented, "\n"), strings.Join(served, "\n"))
+	}
+}
