@@ -108,7 +108,10 @@ func TestInvalidEnvelopes(t *testing.T) {
 			m["type"] = "notification"
 			m["payload"] = map[string]any{"event": "progress", "progress": map[string]any{"percent": 140}}
 		}, "payload.progress"},
-		{"error bad code", func(m map[string]any) { m["type"] = "error"; m["payload"] = map[string]any{"code": "E999", "message": "x"} }, "payload.code"},
+		{"error bad code", func(m map[string]any) {
+			m["type"] = "error"
+			m["payload"] = map[string]any{"code": "E999", "message": "x"}
+		}, "payload.code"},
 		{"error no message", func(m map[string]any) { m["type"] = "error"; m["payload"] = map[string]any{"code": "E001"} }, "payload.message"},
 		{"metadata array", func(m map[string]any) { m["metadata"] = []int{1} }, "metadata"},
 		{"metadata too big", func(m map[string]any) { m["metadata"] = map[string]any{"x": strings.Repeat("y", 17<<10)} }, "metadata"},
