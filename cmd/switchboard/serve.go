@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -52,6 +54,10 @@ one of several nodes sharing a PostgreSQL database.`,
 	f.StringVar(&cfg.DB, "db", env("SWITCHBOARD_DB", ""), "postgres:// URL; empty uses SQLite in the data directory (env SWITCHBOARD_DB)")
 	f.StringVar(&cfg.AdminToken, "admin-token", env("SWITCHBOARD_ADMIN_TOKEN", ""), "admin token; empty generates one at first start (env SWITCHBOARD_ADMIN_TOKEN)")
 	f.StringVar(&cfg.Onboarding, "onboarding", env("SWITCHBOARD_ONBOARDING", "invite"), "who may self-register agents: open, invite or closed (env SWITCHBOARD_ONBOARDING)")
+	f.StringVar(&cfg.RoutingRulesFile, "routing-rules", env("SWITCHBOARD_ROUTING_RULES", ""), "JSON file of tier routing rules laid over the defaults, e.g. {\"pm->pm\": \"any\"} (env SWITCHBOARD_ROUTING_RULES)")
+	f.IntVar(&cfg.Bus.MaxAttempts, "max-attempts", envInt("SWITCHBOARD_MAX_ATTEMPTS", 10), "deliveries of one message before it is dead-lettered (env SWITCHBOARD_MAX_ATTEMPTS)")
+	f.DurationVar(&cfg.Bus.DefaultTTL, "default-ttl", envDuration("SWITCHBOARD_DEFAULT_TTL", time.Hour), "TTL of envelopes that give none (env SWITCHBOARD_DEFAULT_TTL)")
+	f.DurationVar(&cfg.Bus.LeaseDuration, "lease", envDuration("SWITCHBOARD_LEASE", time.Minute), "how long a claimed delivery stays leased before redelivery (env SWITCHBOARD_LEASE)")
 	f.StringVar(&logFormat, "log-format", env("SWITCHBOARD_LOG_FORMAT", "auto"), "auto (text on a terminal, JSON otherwise), json or text (env SWITCHBOARD_LOG_FORMAT)")
 	f.StringVar(&logLevel, "log-level", env("SWITCHBOARD_LOG_LEVEL", "info"), "debug, info, warn or error (env SWITCHBOARD_LOG_LEVEL)")
 	return cmd
@@ -75,4 +81,18 @@ func newLogger(format, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format: %q is not one of auto, json, text", format)
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(env(name, "")); err == nil {
+		return v
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(env(name, "")); err == nil {
+		return v
+	}
+	return def
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/switchboard-hub/switchboard/internal/agent"
+	"github.com/switchboard-hub/switchboard/internal/bus"
 	"github.com/switchboard-hub/switchboard/internal/clock"
 	"github.com/switchboard-hub/switchboard/internal/httpapi"
 	"github.com/switchboard-hub/switchboard/internal/store"
@@ -37,6 +38,14 @@ type Config struct {
 	AdminToken string // fixed admin token; empty generates one at first start
 	Onboarding string // open | invite | closed (social layer)
 	PublicURL  string // how clients reach this hub, for links in documents (default http://Addr)
+
+	// Bus tunes the message bus (TTL, leases, attempts, routing rules,
+	// thresholds); zero values take the bus defaults.
+	Bus bus.Config
+	// RoutingRulesFile is a JSON routing table laid over the default rules.
+	RoutingRulesFile string
+	// MonitorInterval is how often bus thresholds are evaluated (default 10s).
+	MonitorInterval time.Duration
 
 	Logger *slog.Logger
 	Clock  clock.Clock
@@ -70,6 +79,9 @@ func (c *Config) setDefaults() {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 10 * time.Second
 	}
+	if c.MonitorInterval == 0 {
+		c.MonitorInterval = 10 * time.Second
+	}
 }
 
 // App is a running hub.
@@ -78,6 +90,7 @@ type App struct {
 	Log     *slog.Logger
 	DB      *store.DB
 	Agents  *agent.Registry
+	Bus     *bus.Service
 	API     *httpapi.Server
 	Metrics *prometheus.Registry
 
@@ -139,9 +152,22 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	a.Metrics = prometheus.NewRegistry()
 	a.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	busCfg := cfg.Bus
+	if cfg.RoutingRulesFile != "" {
+		rules, err := bus.LoadRules(cfg.RoutingRulesFile)
+		if err != nil {
+			a.closeStore()
+			return nil, err
+		}
+		busCfg.Rules = rules
+	}
+	a.Bus = bus.New(a.DB, a.Agents, cfg.Clock, cfg.Logger, busCfg, bus.NewMetrics(a.Metrics))
+	a.addWorker("bus-sweeper", a.Bus.Run)
+	a.addWorker("bus-monitor", func(ctx context.Context) { a.Bus.Monitor(ctx, cfg.MonitorInterval) })
 	a.API = httpapi.New(httpapi.Deps{
-		Log: cfg.Logger, DB: a.DB, Agents: a.Agents, Metrics: a.Metrics, Version: version.Get().Version,
+		Log: cfg.Logger, DB: a.DB, Agents: a.Agents, Metrics: a.Metrics, Version: version.Get().Version, Bus: a.Bus,
 	})
+	a.API.AddReadiness("bus", a.Bus.ReadinessReason)
 	if err := a.wire(ctx); err != nil {
 		a.closeStore()
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/switchboard-hub/switchboard/internal/agent"
+	"github.com/switchboard-hub/switchboard/internal/bus"
 	"github.com/switchboard-hub/switchboard/internal/store"
 )
 
@@ -27,7 +28,8 @@ type Deps struct {
 	Agents   *agent.Registry
 	Metrics  *prometheus.Registry
 	Version  string
-	Presence Presence // liveness of agents; nil until the bus provides it
+	Presence Presence // liveness of agents (the bus provides it)
+	Bus      *bus.Service
 }
 
 // Presence answers liveness questions about agents.
@@ -61,8 +63,14 @@ func New(d Deps) *Server {
 	}
 	s := &Server{Deps: d, checks: map[string]ReadinessCheck{}}
 	s.router = NewRouter(d.Log, RegistryAuth{Agents: d.Agents}, d.Metrics)
+	if s.Presence == nil && d.Bus != nil {
+		s.Presence = busPresence{d.Bus}
+	}
 	s.registerOps()
 	s.registerAgents()
+	if d.Bus != nil {
+		s.registerBus()
+	}
 	return s
 }
 
