@@ -677,4 +677,3 @@ func TestReceiveWakesOnCommit(t *testing.T) {
 		}
 	})
 }
-

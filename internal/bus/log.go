@@ -28,12 +28,12 @@ type LogRow struct {
 }
 
 type logEntry struct {
-	at                                          time.Time
+	at                                           time.Time
 	level, msgID, traceID, from, to, typ, status string
-	latency                                     time.Duration
-	deliveryID                                  string
-	attempt                                     int
-	detail                                      string
+	latency                                      time.Duration
+	deliveryID                                   string
+	attempt                                      int
+	detail                                       string
 }
 
 func (s *Service) logRow(ctx context.Context, tx *store.Tx, e logEntry) error {

@@ -273,4 +273,3 @@ func (s *Service) Depth(ctx context.Context, agentID string) (int, error) {
 	err := s.db.QueryRow(ctx, `SELECT COUNT(*) FROM bus_deliveries WHERE agent_id = ? AND state IN ('queued', 'leased')`, agentID).Scan(&n)
 	return n, err
 }
-
