@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/agent"
 	"github.com/switchboard-hub/switchboard/internal/bus"
 	"github.com/switchboard-hub/switchboard/internal/clock"
+	"github.com/switchboard-hub/switchboard/internal/gateway"
 	"github.com/switchboard-hub/switchboard/internal/httpapi"
 	"github.com/switchboard-hub/switchboard/internal/store"
 	"github.com/switchboard-hub/switchboard/internal/version"
@@ -91,6 +92,7 @@ type App struct {
 	DB      *store.DB
 	Agents  *agent.Registry
 	Bus     *bus.Service
+	Gateway *gateway.Gateway
 	API     *httpapi.Server
 	Metrics *prometheus.Registry
 
@@ -164,8 +166,10 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	a.Bus = bus.New(a.DB, a.Agents, cfg.Clock, cfg.Logger, busCfg, bus.NewMetrics(a.Metrics))
 	a.addWorker("bus-sweeper", a.Bus.Run)
 	a.addWorker("bus-monitor", func(ctx context.Context) { a.Bus.Monitor(ctx, cfg.MonitorInterval) })
+	a.Gateway = gateway.New(a.Bus, a.Agents, a.DB, cfg.Logger, gateway.Options{HeartbeatInterval: a.Bus.Config().HeartbeatInterval})
 	a.API = httpapi.New(httpapi.Deps{
 		Log: cfg.Logger, DB: a.DB, Agents: a.Agents, Metrics: a.Metrics, Version: version.Get().Version, Bus: a.Bus,
+		WebSocket: a.Gateway,
 	})
 	a.API.AddReadiness("bus", a.Bus.ReadinessReason)
 	if err := a.wire(ctx); err != nil {
@@ -281,6 +285,11 @@ func (a *App) Close() error {
 				a.srv.Close()
 			}
 			cancel()
+		}
+		// Hijacked WebSocket connections are not tracked by the HTTP
+		// server: close them before the store goes away.
+		if a.Gateway != nil {
+			a.Gateway.Shutdown()
 		}
 		if a.cancel != nil {
 			a.cancel()

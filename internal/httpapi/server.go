@@ -30,6 +30,8 @@ type Deps struct {
 	Version  string
 	Presence Presence // liveness of agents (the bus provides it)
 	Bus      *bus.Service
+	// WebSocket serves /ws (authenticated by its first frame).
+	WebSocket http.Handler
 }
 
 // Presence answers liveness questions about agents.
@@ -70,6 +72,13 @@ func New(d Deps) *Server {
 	s.registerAgents()
 	if d.Bus != nil {
 		s.registerBus()
+	}
+	if d.WebSocket != nil {
+		s.router.Handle(Op{Method: "GET", Path: "/ws", Summary: "WebSocket for agents: first frame {type: auth, agentId, credential, bridgeProtocol} (switchboard.v1 or claworld.delivery_reply.v1)",
+			Tag: "bus", Auth: AuthPublic, Raw: true}, func(w http.ResponseWriter, r *http.Request) error {
+			d.WebSocket.ServeHTTP(w, r)
+			return nil
+		})
 	}
 	return s
 }
