@@ -506,4 +506,3 @@ func ErrorFrame(ref string, err error) ErrorData {
 	pe := protocol.AsError(err)
 	return ErrorData{Ref: ref, Code: pe.Code, Class: pe.Class, Message: pe.Message, Recoverable: pe.Class.Recoverable(), FieldErrors: pe.FieldErrors, NextAction: pe.NextAction}
 }
-

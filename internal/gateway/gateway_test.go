@@ -187,7 +187,7 @@ func TestAuthRefusals(t *testing.T) {
 			t.Fatalf("%s: %v", c.code, err)
 		}
 		var m struct {
-			Event string `json:"event"`
+			Event string                `json:"event"`
 			Data  struct{ Code string } `json:"data"`
 		}
 		json.Unmarshal(data, &m)
