@@ -35,6 +35,10 @@ type (
 	Tier = protocol.Tier
 	// Priority orders inboxes.
 	Priority = protocol.Priority
+	// MessageType is request, response, notification or error.
+	MessageType = protocol.MessageType
+	// OfflinePolicy says what a session send does when the session is offline.
+	OfflinePolicy = protocol.OfflinePolicy
 	// Agent is a registered agent.
 	Agent = agent.Agent
 	// CreateAgentParams describe a new agent.
