@@ -20,7 +20,7 @@ func init() {
 func newSendCmd() *cobra.Command {
 	var (
 		typ, action, event, message, params, payload, priority, session, ifOffline, file, as, requestID, status, traceID, id string
-		ttl                                                                                                                int
+		ttl                                                                                                                  int
 	)
 	cmd := &cobra.Command{
 		Use:   "send TO",
