@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/store"
@@ -80,7 +81,7 @@ func (s *DBStore) Update(ctx context.Context, key Key, now time.Time, fn func(tx
 	if s.db.Dialect() == store.Postgres {
 		forUpdate = " FOR UPDATE"
 	}
-	return s.db.Write(ctx, func(tx *store.Tx) error {
+	fnTx := func(tx *store.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO replyctl_conversations (conv_key, bot_id, chat_id, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?) ON CONFLICT (conv_key) DO NOTHING`,
 			ks, key.BotID, key.ChatID, store.Millis(now), store.Millis(now)); err != nil {
@@ -91,7 +92,24 @@ func (s *DBStore) Update(ctx context.Context, key Key, now time.Time, fn func(tx
 			return fmt.Errorf("replyctl: lock conversation: %w", err)
 		}
 		return fn(&convTx{ctx: ctx, tx: tx, st: st, now: now})
-	})
+	}
+	for attempt := 1; ; attempt++ {
+		err := s.db.Write(ctx, fnTx)
+		if err == nil || attempt == maxUpdateAttempts || !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// maxUpdateAttempts bounds retries of an Update that PostgreSQL aborted to
+// break a deadlock: two group-commit batches on different nodes can lock
+// the same two conversations in opposite orders. Update callbacks are
+// written to be re-run (they assign their results only on success).
+const maxUpdateAttempts = 3
+
+func retryable(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "SQLSTATE 40P01") || strings.Contains(s, "SQLSTATE 40001")
 }
 
 type convTx struct {
