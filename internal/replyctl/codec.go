@@ -73,6 +73,7 @@ const (
 	OK
 )
 
+// String names the verdict for logs and metrics labels.
 func (v Verdict) String() string {
 	switch v {
 	case NotOurs:

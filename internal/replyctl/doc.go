@@ -19,7 +19,7 @@
 //	    → if !Ours pass the callback on untouched; else answer the callback
 //	      with Toast at once, apply Edits, and when Changed push Decision to
 //	      the runtime (bus notification replyctl.choice).
-//	Typed(cfg, {Where, MessageID}) for every user message forwarded to the
+//	Typed(cfg, {Where}) for every user message forwarded to the
 //	    runtime → Edits (the live keyboard to remove), Decision.
 //	Expire(now) periodically → Edits for keyboards that expired.
 //

@@ -21,16 +21,19 @@ const (
 
 // Reasons of rejected events.
 const (
-	RejectMalformed     = "malformed"
-	RejectBadSignature  = "bad_signature"
-	RejectUnknownNonce  = "unknown_nonce"
-	RejectWrongChat     = "wrong_chat"
-	RejectWrongMessage  = "wrong_message"
-	RejectNotForYou     = "not_for_you"
-	RejectAlreadyChosen = "already_chosen"
-	RejectNotCurrent    = "not_current"
-	RejectExpired       = "expired"
-	RejectInert         = "inert"
+	RejectMalformed    = "malformed"
+	RejectBadSignature = "bad_signature"
+	RejectUnknownNonce = "unknown_nonce"
+	RejectWrongChat    = "wrong_chat"
+	RejectWrongMessage = "wrong_message"
+	RejectNotForYou    = "not_for_you"
+	// RejectAdminCheckFailed: a tap by someone the reply does not address,
+	// refused because asking the platform whether they are an admin failed.
+	RejectAdminCheckFailed = "admin_check_failed"
+	RejectAlreadyChosen    = "already_chosen"
+	RejectNotCurrent       = "not_current"
+	RejectExpired          = "expired"
+	RejectInert            = "inert"
 )
 
 // Event is one observable step.

@@ -3,7 +3,6 @@ package replyctl
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/clock"
@@ -212,7 +211,8 @@ type TapInput struct {
 	Data                 string
 	// IsAdmin reports whether the tapping user administers the chat. It is
 	// called (outside any transaction) only when BotConfig.AdminsMayChoose
-	// is set and the tapper is not the user the reply addresses; nil means no.
+	// is set and the tapper is not the user the reply addresses; nil, or an
+	// error, means no.
 	IsAdmin func(ctx context.Context) (bool, error)
 }
 
@@ -260,19 +260,9 @@ func (s *Service) Tap(ctx context.Context, cfg BotConfig, in TapInput) (TapOutco
 	if verdict == NotOurs {
 		return TapOutcome{}, nil
 	}
-	chatKey := Key{BotID: cfg.BotID, BusinessConnectionID: in.BusinessConnectionID, ChatID: in.ChatID}
-	var chatLocale Locale
-	if chatKey.Validate() == nil {
-		cs, err := s.st.ChatSettings(ctx, chatKey)
-		if err != nil {
-			return TapOutcome{}, err
-		}
-		chatLocale = cs.Locale
-	}
-	locale := ResolveLocale(chatLocale, in.LanguageCode, cfg.DefaultLocale)
-	out := TapOutcome{Ours: true, Locale: locale}
+	out := TapOutcome{Ours: true}
 	reject := func(res TapResult, reason string, rec *NonceRecord) TapOutcome {
-		out.Result, out.Toast = res, toastFor(res, "", locale)
+		out.Result, out.Toast = res, toastFor(res, "", out.Locale)
 		ev := Event{Type: EventRejected, Reason: reason, UserID: in.UserID, MessageID: in.MessageID, At: now}
 		if rec != nil {
 			out.Key, out.ReplyID = rec.Key, rec.ReplyID
@@ -281,37 +271,62 @@ func (s *Service) Tap(ctx context.Context, cfg BotConfig, in TapInput) (TapOutco
 		out.Events = append(out.Events, ev)
 		return out
 	}
-	switch verdict {
-	case Malformed:
+	// The toast speaks the chat's language setting if it has one, else the tapper's.
+	setLocale := func(chat Key) error {
+		var chatLocale Locale
+		if chat.Validate() == nil {
+			cs, err := s.st.ChatSettings(ctx, chat)
+			if err != nil {
+				return err
+			}
+			chatLocale = cs.Locale
+		}
+		out.Locale = ResolveLocale(chatLocale, in.LanguageCode, cfg.DefaultLocale)
+		return nil
+	}
+	tapChat := Key{BotID: cfg.BotID, BusinessConnectionID: in.BusinessConnectionID, ChatID: in.ChatID}
+	if verdict != OK {
+		if err := setLocale(tapChat); err != nil {
+			return TapOutcome{}, err
+		}
+		if verdict == BadSignature {
+			return reject(TapInvalid, RejectBadSignature, nil), nil
+		}
 		return reject(TapInvalid, RejectMalformed, nil), nil
-	case BadSignature:
-		return reject(TapInvalid, RejectBadSignature, nil), nil
 	}
 	rec, ok, err := s.st.Nonce(ctx, cb.Nonce)
 	if err != nil {
 		return TapOutcome{}, err
 	}
-	if !ok {
-		// Verified (or unsigned) data whose nonce is gone: pruned after expiry, or guessed.
-		return reject(TapExpired, RejectUnknownNonce, nil), nil
-	}
-	if rec.Key.BotID != cfg.BotID || rec.Key.ChatID != in.ChatID {
+	if !ok || rec.Key.BotID != cfg.BotID || rec.Key.ChatID != in.ChatID {
+		if err := setLocale(tapChat); err != nil {
+			return TapOutcome{}, err
+		}
+		if !ok {
+			// Verified (or unsigned) data whose nonce is gone: pruned after expiry, or guessed.
+			return reject(TapExpired, RejectUnknownNonce, nil), nil
+		}
 		return reject(TapInvalid, RejectWrongChat, nil), nil
+	}
+	if err := setLocale(rec.Key.Chat()); err != nil {
+		return TapOutcome{}, err
 	}
 	if in.MessageID != 0 && rec.MessageID != 0 && rec.MessageID != in.MessageID {
 		return reject(TapInvalid, RejectWrongMessage, nil), nil
 	}
 	if rec.AddressedUserID != 0 && in.UserID != rec.AddressedUserID {
-		allowed := false
+		allowed, reason := false, RejectNotForYou
 		if cfg.AdminsMayChoose && in.IsAdmin != nil {
 			admin, err := in.IsAdmin(ctx)
 			if err != nil {
-				return TapOutcome{}, fmt.Errorf("replyctl: check chat admin: %w", err)
+				// Fail closed but answered: the user learns the buttons are
+				// not theirs, the operator sees the reason in the event.
+				reason = RejectAdminCheckFailed
 			}
-			allowed = admin
+			allowed = admin && err == nil
 		}
 		if !allowed {
-			return reject(TapNotForYou, RejectNotForYou, &rec), nil
+			return reject(TapNotForYou, reason, &rec), nil
 		}
 	}
 	rejectedEvent := func(res TapResult, cur *NonceRecord) Event {
@@ -324,7 +339,7 @@ func (s *Service) Tap(ctx context.Context, cfg BotConfig, in TapInput) (TapOutco
 		// Duplicates, stale and inert taps: answered from the read, no write.
 		res, edit := settledTap(cfg, &rec)
 		out.Result, out.Key, out.ReplyID, out.Choice = res, rec.Key, rec.ReplyID, rec.Choice
-		out.Toast = toastFor(res, rec.Choice, locale)
+		out.Toast = toastFor(res, rec.Choice, out.Locale)
 		if edit != nil {
 			out.Edits = []KeyboardEdit{*edit}
 		}
@@ -355,7 +370,7 @@ func (s *Service) Tap(ctx context.Context, cfg BotConfig, in TapInput) (TapOutco
 		}
 		out.Result, out.Changed, out.Key, out.ReplyID = res, o.changed, cur.Key, cur.ReplyID
 		out.Choice = cur.Choice
-		out.Toast = toastFor(res, cur.Choice, locale)
+		out.Toast = toastFor(res, cur.Choice, out.Locale)
 		out.Edits, out.Events = o.edits, o.events
 		if o.changed {
 			d := Decide(o.st, now)
@@ -404,8 +419,7 @@ func toastFor(r TapResult, c Choice, l Locale) string {
 // the runtime). Call Typed for every such message, before or while
 // forwarding it: the message itself is never held back.
 type TypedInput struct {
-	Where     Where // Where.UserID is the author
-	MessageID int64
+	Where Where // Where.UserID is the author
 }
 
 // TypedOutcome says what a typed message changed.

@@ -190,7 +190,7 @@ func (h *harness) run(i int, s step) {
 		}
 		edits, changed = out.Edits, out.Changed
 	case "typed":
-		out, err := h.svc.Typed(ctx, h.cfg, TypedInput{Where: where, MessageID: 1})
+		out, err := h.svc.Typed(ctx, h.cfg, TypedInput{Where: where})
 		if err != nil {
 			h.t.Fatalf("step %d: Typed: %v", i, err)
 		}
@@ -800,4 +800,50 @@ func TestRetryableErrors(t *testing.T) {
 			t.Errorf("retryable(%q) = %v, want %v", msg, got, want)
 		}
 	}
+}
+
+func TestTapAdminCheckFailureIsAnswered(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		svc := New(NewDBStore(db), Options{Clock: clock.NewFake(t0)})
+		cfg := BotConfig{BotID: "bot_1", AdminsMayChoose: true}
+		p, err := svc.Prepare(ctx, cfg, PrepareInput{Where: group})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc.ReplyShown(ctx, p.Nonce, 5)
+		out, err := svc.Tap(ctx, cfg, TapInput{ChatID: group.ChatID, MessageID: 5, UserID: 8, Data: p.Buttons[0].Data,
+			IsAdmin: func(context.Context) (bool, error) { return true, errors.New("telegram: 502") }})
+		if err != nil || out.Result != TapNotForYou || out.Changed || out.Toast == "" {
+			t.Fatalf("%+v %v", out, err)
+		}
+		if len(out.Events) != 1 || out.Events[0].Reason != RejectAdminCheckFailed {
+			t.Fatalf("events %+v", out.Events)
+		}
+	})
+}
+
+// Toasts follow the chat's locale setting, found through the nonce's
+// conversation even when the transport did not pass the business connection.
+func TestTapToastLocale(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		svc := New(NewDBStore(db), Options{Clock: clock.NewFake(t0)})
+		cfg := BotConfig{BotID: "bot_1"}
+		w := Where{ChatID: 55, Kind: KindDirect, UserID: 55, BusinessConnectionID: "bc_1"}
+		if err := svc.SetChatLocale(ctx, cfg.KeyOf(w), LocaleZhCN); err != nil {
+			t.Fatal(err)
+		}
+		p, err := svc.Prepare(ctx, cfg, PrepareInput{Where: w, LanguageCode: "en"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc.ReplyShown(ctx, p.Nonce, 5)
+		out, err := svc.Tap(ctx, cfg, TapInput{ChatID: 55, MessageID: 5, UserID: 55, LanguageCode: "en", Data: p.Buttons[0].Data})
+		if err != nil || out.Toast != TextsFor(LocaleZhCN).ToastContinue || out.Locale != LocaleZhCN {
+			t.Fatalf("%+v %v", out, err)
+		}
+		out, err = svc.Tap(ctx, cfg, TapInput{ChatID: 55, UserID: 55, LanguageCode: "zh-tw", Data: "rec1:c:bad"})
+		if err != nil || out.Result != TapInvalid || out.Toast != TextsFor(LocaleZhTW).ToastInvalid {
+			t.Fatalf("invalid tap: %+v %v", out, err)
+		}
+	})
 }
