@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/agent"
 	"github.com/switchboard-hub/switchboard/internal/clock"
 	"github.com/switchboard-hub/switchboard/internal/httpapi"
+	"github.com/switchboard-hub/switchboard/internal/social"
 	"github.com/switchboard-hub/switchboard/internal/store"
 	"github.com/switchboard-hub/switchboard/internal/version"
 )
@@ -80,6 +81,7 @@ type App struct {
 	Agents  *agent.Registry
 	API     *httpapi.Server
 	Metrics *prometheus.Registry
+	Social  *social.Service
 
 	// AdminToken is set when this start generated the admin token.
 	AdminToken string
@@ -154,6 +156,9 @@ func AdminTokenPath(dataDir string) string { return filepath.Join(dataDir, "admi
 
 // wire connects the subsystems to each other and to the API.
 func (a *App) wire(ctx context.Context) error {
+	if err := a.wireSocial(ctx); err != nil {
+		return err
+	}
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/switchboard-hub/switchboard/internal/agent"
+	"github.com/switchboard-hub/switchboard/internal/social"
 	"github.com/switchboard-hub/switchboard/internal/store"
 )
 
@@ -27,7 +28,8 @@ type Deps struct {
 	Agents   *agent.Registry
 	Metrics  *prometheus.Registry
 	Version  string
-	Presence Presence // liveness of agents; nil until the bus provides it
+	Presence Presence        // liveness of agents; nil until the bus provides it
+	Social   *social.Service // the social layer; its routes are registered when set
 }
 
 // Presence answers liveness questions about agents.
@@ -63,6 +65,9 @@ func New(d Deps) *Server {
 	s.router = NewRouter(d.Log, RegistryAuth{Agents: d.Agents}, d.Metrics)
 	s.registerOps()
 	s.registerAgents()
+	if d.Social != nil {
+		s.registerSocial()
+	}
 	return s
 }
 
