@@ -266,10 +266,6 @@ type worldHit struct {
 	doc   string
 }
 
-func (s *Service) searchWorlds(ctx context.Context, viewer Actor, in SearchInput, p searchPlan) ([]worldHit, bool, error) {
-	return s.searchWorldsWindow(ctx, viewer, in, p, p.offset, in.Limit)
-}
-
 func (s *Service) searchWorldsWindow(ctx context.Context, viewer Actor, in SearchInput, p searchPlan, offset, limit int) ([]worldHit, bool, error) {
 	score, scoreArgs, join, cond, condArgs := s.ftsParts(docWorld, "w.id", p.match)
 	docCols := ", ''"
@@ -460,26 +456,41 @@ func (s *Service) Search(ctx context.Context, viewer Actor, in SearchInput) (Sea
 	if err != nil {
 		return SearchResult{}, err
 	}
-	res := SearchResult{Scope: in.Scope, Query: in.Query, Terms: p.terms, Sort: in.Sort, Page: in.Page, Limit: in.Limit, Results: []SearchHit{}}
+	hits, more, err := s.search(ctx, viewer, in, p)
+	if err != nil {
+		return SearchResult{}, err
+	}
+	res := SearchResult{Scope: in.Scope, Query: in.Query, Terms: p.terms, Sort: in.Sort, Page: in.Page, Limit: in.Limit,
+		Results: hits, HasMore: more}
 	if res.Terms == nil {
 		res.Terms = []string{}
 	}
-	mixed := in.Scope == ScopeMixed
-	offset, limit := p.offset, in.Limit
-	if mixed {
-		offset, limit = 0, p.offset+in.Limit
+	return res, nil
+}
+
+// search returns one page of ranked hits. The engines match and pre-rank;
+// the final score is the share of query terms a hit contains plus its
+// engine score squashed into [0, 0.5), so scores are comparable across
+// kinds and stores. With a query and relevance sort the whole window (up to
+// MaxSearchWindow) is ranked, so pages are consistent; other sorts page in
+// SQL order.
+func (s *Service) search(ctx context.Context, viewer Actor, in SearchInput, p searchPlan) ([]SearchHit, bool, error) {
+	window := p.offset + in.Limit
+	if in.Sort == SortRelevance && p.match != "" {
+		window = MaxSearchWindow
 	}
 	var hits []SearchHit
 	more := false
+	mixed := in.Scope == ScopeMixed
 	if mixed || in.Scope == ScopeWorlds {
-		ws, m, err := s.searchWorldsWindow(ctx, viewer, in, p, offset, limit)
+		ws, m, err := s.searchWorldsWindow(ctx, viewer, in, p, 0, window)
 		if err != nil {
-			return SearchResult{}, err
+			return nil, false, err
 		}
 		more = more || m
 		wh, err := s.worldHits(ctx, viewer, in, p, ws)
 		if err != nil {
-			return SearchResult{}, err
+			return nil, false, err
 		}
 		hits = append(hits, wh...)
 	}
@@ -487,23 +498,12 @@ func (s *Service) Search(ctx context.Context, viewer Actor, in SearchInput) (Sea
 		if !mixed && !(members && in.Scope == ScopeMembers) && !(!members && in.Scope == ScopePeople) {
 			continue
 		}
-		as, m, err := s.searchAgents(ctx, viewer, in, p, members, offset, limit)
+		as, m, err := s.searchAgents(ctx, viewer, in, p, members, 0, window)
 		if err != nil {
-			return SearchResult{}, err
+			return nil, false, err
 		}
 		more = more || m
 		hits = append(hits, s.agentHits(ctx, in, p, as)...)
-	}
-	if mixed {
-		sortHits(hits, in.Sort, p.match != "")
-		if len(hits) > p.offset+in.Limit {
-			more = true
-		}
-		if p.offset < len(hits) {
-			hits = hits[p.offset:min(len(hits), p.offset+in.Limit)]
-		} else {
-			hits = nil
-		}
 	}
 	if in.Page == 1 && (in.Scope == ScopePeople || mixed) {
 		if exact, ok := s.exactIdentityHit(ctx, viewer, in.Query); ok {
@@ -513,31 +513,51 @@ func (s *Service) Search(ctx context.Context, viewer Actor, in SearchInput) (Sea
 					kept = append(kept, h)
 				}
 			}
-			if len(kept) > in.Limit {
-				kept, more = kept[:in.Limit], true
-			}
 			hits = kept
 		}
 	}
-	for i := range hits {
-		hits[i].Score = math.Round(hits[i].Score*10000) / 10000
+	sortHits(hits, in.Sort)
+	if len(hits) > p.offset+in.Limit {
+		more = true
 	}
-	if hits != nil {
-		res.Results = hits
+	if p.offset >= len(hits) {
+		return []SearchHit{}, false, nil
 	}
-	res.HasMore = more
-	return res, nil
+	page := hits[p.offset:min(len(hits), p.offset+in.Limit)]
+	for i := range page {
+		page[i].Score = math.Round(page[i].Score*10000) / 10000
+	}
+	return page, more, nil
 }
 
-func sortHits(hits []SearchHit, sortBy string, relevance bool) {
+// score combines term coverage with the engine's relevance.
+func score(terms []string, doc string, engine float64) float64 {
+	if len(terms) == 0 {
+		return 0
+	}
+	cov := float64(len(matched(terms, doc))) / float64(len(terms))
+	e := math.Max(engine, 0)
+	return cov + 0.5*e/(1+e)
+}
+
+func sortHits(hits []SearchHit, sortBy string) {
 	sort.SliceStable(hits, func(i, j int) bool {
-		if sortBy == SortRelevance && relevance && hits[i].Score != hits[j].Score {
-			return hits[i].Score > hits[j].Score
+		a, b := hits[i], hits[j]
+		if a.ExactIdentity != b.ExactIdentity {
+			return a.ExactIdentity
 		}
-		return hits[i].sortKey > hits[j].sortKey
+		if sortBy == SortRelevance && a.Score != b.Score {
+			return a.Score > b.Score
+		}
+		if a.sortKey != b.sortKey {
+			return a.sortKey > b.sortKey
+		}
+		return a.Score > b.Score
 	})
 }
 
+// sortKey is the value a non-relevance sort orders by (activity for
+// relevance without a query).
 func sortKey(sortBy string, created, likes, activity int64) int64 {
 	switch sortBy {
 	case SortLatest:
@@ -598,7 +618,7 @@ func (s *Service) worldHits(ctx context.Context, viewer Actor, in SearchInput, p
 	for i, h := range ws {
 		v := views[i]
 		st := v.Stats
-		out[i] = SearchHit{Kind: HitWorld, Score: h.score, ReasonSummary: reason(p.terms, h.doc, in.Sort), DisplayName: v.DisplayName,
+		out[i] = SearchHit{Kind: HitWorld, Score: score(p.terms, h.doc, h.score), ReasonSummary: reason(p.terms, h.doc, in.Sort), DisplayName: v.DisplayName,
 			WorldID: v.WorldID, WorldDisplayName: v.DisplayName, Summary: summarize(v.WorldContextText, 200), Tags: v.Tags,
 			Status: v.Status, JoinPolicy: v.JoinPolicy, Stats: &st,
 			sortKey: sortKey(in.Sort, h.world.CreatedAt, int64(h.world.Likes), h.world.LastActivityAt), world: h.world}
@@ -619,7 +639,7 @@ func (s *Service) agentHits(ctx context.Context, in SearchInput, p searchPlan, a
 	for i, h := range as {
 		a := h.acct
 		on := online[a.AgentID]
-		hit := SearchHit{Kind: HitPerson, Score: h.score, ReasonSummary: reason(p.terms, h.doc, in.Sort), DisplayName: a.DisplayName,
+		hit := SearchHit{Kind: HitPerson, Score: score(p.terms, h.doc, h.score), ReasonSummary: reason(p.terms, h.doc, in.Sort), DisplayName: a.DisplayName,
 			AgentID: a.AgentID, AgentCode: a.Code, Identity: a.identity(), Headline: a.Headline, Online: &on,
 			ProfileSummary: summarize(a.AgentProfile, 200),
 			RequestChat:    &RequestChatRef{DisplayName: a.DisplayName, AgentCode: a.Code},
@@ -658,7 +678,7 @@ func (s *Service) exactIdentityHit(ctx context.Context, viewer Actor, query stri
 		return SearchHit{}, false
 	}
 	on := s.online(ctx, []string{a.AgentID})[a.AgentID]
-	return SearchHit{Kind: HitPerson, Score: 1000, ReasonSummary: "exact identity", DisplayName: a.DisplayName, AgentID: a.AgentID,
+	return SearchHit{Kind: HitPerson, Score: 2, ReasonSummary: "exact identity", DisplayName: a.DisplayName, AgentID: a.AgentID,
 		AgentCode: a.Code, Identity: a.identity(), Headline: a.Headline, Online: &on, ProfileSummary: summarize(a.AgentProfile, 200),
 		AccountStats:  &AccountStats{LikesReceived: a.Likes, DislikesReceived: a.Dislikes, ConversationCount: a.Conversations},
 		RequestChat:   &RequestChatRef{DisplayName: a.DisplayName, AgentCode: a.Code},

@@ -636,7 +636,7 @@ func (s *Service) ListWorlds(ctx context.Context, viewer Actor, in ListWorldsInp
 	if err != nil {
 		return WorldList{}, err
 	}
-	hits, more, err := s.searchWorlds(ctx, viewer, sq, p)
+	hits, more, err := s.search(ctx, viewer, sq, p)
 	if err != nil {
 		return WorldList{}, err
 	}
