@@ -26,6 +26,8 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/clock"
 	"github.com/switchboard-hub/switchboard/internal/gateway"
 	"github.com/switchboard-hub/switchboard/internal/httpapi"
+	"github.com/switchboard-hub/switchboard/internal/relay"
+	"github.com/switchboard-hub/switchboard/internal/social"
 	"github.com/switchboard-hub/switchboard/internal/store"
 	"github.com/switchboard-hub/switchboard/internal/version"
 )
@@ -45,6 +47,8 @@ type Config struct {
 	Bus bus.Config
 	// RoutingRulesFile is a JSON routing table laid over the default rules.
 	RoutingRulesFile string
+	// Relay tunes live conversations (caps, TTLs); zero values take defaults.
+	Relay relay.Config
 	// MonitorInterval is how often bus thresholds are evaluated (default 10s).
 	MonitorInterval time.Duration
 
@@ -95,6 +99,8 @@ type App struct {
 	Gateway *gateway.Gateway
 	API     *httpapi.Server
 	Metrics *prometheus.Registry
+	Social  *social.Service
+	Relay   *relay.Service
 
 	// AdminToken is set when this start generated the admin token.
 	AdminToken string
@@ -184,7 +190,10 @@ func AdminTokenPath(dataDir string) string { return filepath.Join(dataDir, "admi
 
 // wire connects the subsystems to each other and to the API.
 func (a *App) wire(ctx context.Context) error {
-	return nil
+	if err := a.wireSocial(ctx); err != nil {
+		return err
+	}
+	return a.wireRelay(ctx)
 }
 
 // addWorker registers a background loop.

@@ -179,13 +179,6 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) error {
 	return WriteJSON(w, http.StatusOK, InboxResponse{Deliveries: ds})
 }
 
-// decodeOptional decodes a JSON body when there is one.
-func decodeOptional(r *http.Request, v any) error {
-	if r.ContentLength == 0 {
-		return nil
-	}
-	return Decode(r, v)
-}
 
 func (s *Server) settleAgent(r *http.Request) (string, bool) {
 	p := PrincipalFrom(r)

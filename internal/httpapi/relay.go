@@ -51,6 +51,16 @@ type ReportRequest struct {
 	Announce    *bool  `json:"announce,omitempty"`
 }
 
+// MountRelay registers the relay's routes once the relay exists (it is
+// built after the API, like the social layer).
+func (s *Server) MountRelay(r *relay.Service) {
+	if s.Relay != nil || r == nil {
+		return
+	}
+	s.Relay = r
+	s.registerRelay()
+}
+
 func (s *Server) registerRelay() {
 	s.router.Handle(Op{Method: "POST", Path: "/v1/runtime-deliveries/{deliveryId}/accepted", Summary: "The runtime took a relay delivery (Claworld HTTP fallback of the accepted frame)",
 		Tag: "relay", Request: RuntimeAcceptedRequest{}, Response: map[string]string{}}, s.runtimeAccepted)
@@ -167,13 +177,4 @@ func (s *Server) transcript(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return WriteJSON(w, http.StatusOK, t)
-}
-
-// decodeOptionalLoose decodes a JSON body, if there is one, tolerating
-// unknown members (Claworld clients send extra fields).
-func decodeOptionalLoose(r *http.Request, v any) error {
-	if r.ContentLength == 0 {
-		return nil
-	}
-	return DecodeLoose(r, v)
 }

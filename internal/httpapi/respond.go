@@ -126,3 +126,23 @@ func QueryBool(r *http.Request, name string) (bool, error) {
 	}
 	return b, nil
 }
+
+// decodeOptional decodes a strict JSON body when there is one (an empty
+// body leaves v as it is).
+func decodeOptional(r *http.Request, v any) error { return decodeMaybe(r, v, true) }
+
+// decodeOptionalLoose is decodeOptional tolerating unknown members, for
+// wire-compatible endpoints whose clients may send none or extra fields.
+func decodeOptionalLoose(r *http.Request, v any) error { return decodeMaybe(r, v, false) }
+
+func decodeMaybe(r *http.Request, v any, strict bool) error {
+	body, err := ReadBody(r)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return decode(r, v, strict)
+}

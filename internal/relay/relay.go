@@ -386,7 +386,10 @@ func (s *Service) ChatClosed(ctx context.Context, tx *store.Tx, chat social.Chat
 // withdraw settles every unanswered delivery of a chat, so none is pushed
 // again and late answers are refused as not replyable.
 func (s *Service) withdraw(ctx context.Context, tx *store.Tx, chatID string) error {
-	rows, err := tx.Query(ctx, `SELECT delivery_id FROM relay_deliveries WHERE chat_request_id = ? AND status = ? AND kind <> ?`, chatID, StatusPending, KindReportRequest)
+	// Deliveries that invite no reply (the conversation's last word) still
+	// go out; only those awaiting an answer are withdrawn.
+	rows, err := tx.Query(ctx, `SELECT delivery_id FROM relay_deliveries WHERE chat_request_id = ? AND status = ? AND kind <> ? AND allow_reply = ?`,
+		chatID, StatusPending, KindReportRequest, true)
 	if err != nil {
 		return fmt.Errorf("withdraw: %w", err)
 	}
@@ -406,8 +409,8 @@ func (s *Service) withdraw(ctx context.Context, tx *store.Tx, chatID string) err
 		}
 	}
 	now := store.Millis(s.clock.Now())
-	if _, err := tx.Exec(ctx, `UPDATE relay_deliveries SET status = ?, answered_at = ? WHERE chat_request_id = ? AND status = ? AND kind <> ?`,
-		StatusClosed, now, chatID, StatusPending, KindReportRequest); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE relay_deliveries SET status = ?, answered_at = ? WHERE chat_request_id = ? AND status = ? AND kind <> ? AND allow_reply = ?`,
+		StatusClosed, now, chatID, StatusPending, KindReportRequest, true); err != nil {
 		return fmt.Errorf("withdraw: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `UPDATE relay_sides SET outstanding = '' WHERE chat_request_id = ?`, chatID); err != nil {
