@@ -179,7 +179,6 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) error {
 	return WriteJSON(w, http.StatusOK, InboxResponse{Deliveries: ds})
 }
 
-
 func (s *Server) settleAgent(r *http.Request) (string, bool) {
 	p := PrincipalFrom(r)
 	return p.AgentID(), p.Admin

@@ -190,7 +190,9 @@ func (c *cwClient) accept(d delivery) {
 func (c *cwClient) reply(d delivery, text string) {
 	c.t.Helper()
 	c.send(map[string]any{"type": "reply", "deliveryId": d.DeliveryID, "sessionKey": d.SessionKey, "payload": map[string]any{"text": text, "source": "test"}})
-	c.next("reply.accepted", func(b json.RawMessage) bool { return strings.Contains(string(b), `"repliedDeliveryId":"`+d.DeliveryID+`"`) })
+	c.next("reply.accepted", func(b json.RawMessage) bool {
+		return strings.Contains(string(b), `"repliedDeliveryId":"`+d.DeliveryID+`"`)
+	})
 }
 
 func (c *cwClient) keepSilent(d delivery) {

@@ -268,8 +268,10 @@ func (s *Service) Transcript(ctx context.Context, viewer string, admin bool, key
 
 // MessageResult is the answer to POST /v1/orchestration/messages.
 type MessageResult struct {
-	Turn            struct{ TurnID string `json:"turnId"` } `json:"turn"`
-	ConversationKey string                                 `json:"conversationKey"`
+	Turn struct {
+		TurnID string `json:"turnId"`
+	} `json:"turn"`
+	ConversationKey string `json:"conversationKey"`
 	Delivery        struct {
 		SessionKey string `json:"sessionKey"`
 	} `json:"delivery"`
