@@ -93,7 +93,7 @@ func parseHTML(text string) (string, error) {
 			}
 			i += end + 1
 		case '&':
-			semi := strings.IndexByte(text[i:], ';')
+			semi := strings.IndexByte(text[i:min(len(text), i+12)], ';')
 			if semi > 1 && semi <= 10 {
 				if r, ok := htmlEntity(text[i+1 : i+semi]); ok {
 					out.WriteRune(r)
@@ -219,6 +219,8 @@ func parseMarkdownV2(text string) (string, error) {
 			continue
 		}
 		switch {
+		case r == '\r':
+			// ignored: it separates adjacent markers ("_\r__")
 		case strings.HasPrefix(text[i:], "```"):
 			nl := strings.IndexByte(text[i+3:], '\n')
 			if nl >= 0 && !strings.ContainsAny(text[i+3:i+3+nl], " `") {
@@ -347,3 +349,13 @@ func parseMarkdownV1(text string) (string, error) {
 	}
 	return out.String(), nil
 }
+
+// ParseText is what Telegram makes of text under parseMode ("", "HTML",
+// "MarkdownV2" or "Markdown"): the visible text, or the Bot API error
+// ("Bad Request: can't parse entities: ...") the text would be refused with.
+// Tests use it to check text they build without a server round trip.
+func ParseText(text, parseMode string) (string, error) { return parseText(text, parseMode) }
+
+// VisibleLength is the length Telegram checks against its limits: UTF-16
+// code units of the visible text.
+func VisibleLength(visible string) int { return utf16Len(visible) }
