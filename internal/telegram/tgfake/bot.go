@@ -565,3 +565,10 @@ func (b *Bot) wireMessageLocked(m *Message) *wMessage {
 	}
 	return wm
 }
+
+// Polling reports whether a getUpdates request is waiting for updates.
+func (b *Bot) Polling() bool {
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	return b.poll != nil
+}
