@@ -140,6 +140,8 @@ type APIError struct {
 	Err         error
 }
 
+// Error renders the method, Telegram's code and description; it never
+// contains the token.
 func (e *APIError) Error() string {
 	if e.RetryAfter > 0 {
 		return fmt.Sprintf("telegram %s: %d %s (retry after %s)", e.Method, e.Code, e.Description, e.RetryAfter)
@@ -341,4 +343,28 @@ func ValidateSecretToken(s string) error {
 		}
 	}
 	return nil
+}
+
+// Protocol converts the failure into the hub's error model, so an HTTP
+// handler can answer a runtime that asked for a reply with what went wrong
+// at Telegram and what to do about it.
+func (e *APIError) Protocol() *protocol.Error {
+	msg := fmt.Sprintf("Telegram refused %s: %s", e.Method, e.Description)
+	switch e.Code {
+	case http.StatusBadRequest:
+		return &protocol.Error{Class: protocol.ClassInvalid, Code: "telegram_bad_request", Message: msg,
+			Status: http.StatusUnprocessableEntity, Err: e,
+			NextAction: "check chatId, threadId and businessConnectionId, and that the bot is still in the chat"}
+	case http.StatusForbidden:
+		return &protocol.Error{Class: protocol.ClassDependency, Code: "telegram_forbidden", Message: msg, Err: e,
+			NextAction: "the user blocked the bot or removed it from the chat; do not retry"}
+	case http.StatusUnauthorized, http.StatusNotFound:
+		return &protocol.Error{Class: protocol.ClassDependency, Code: "telegram_unauthorized", Message: msg, Err: e,
+			RequiredAction: "replace the bot token", NextAction: "the bot token was revoked or is wrong; set a new one"}
+	case http.StatusTooManyRequests:
+		return &protocol.Error{Class: protocol.ClassUnavailable, Code: "telegram_rate_limited", Message: msg, Err: e,
+			Status: http.StatusTooManyRequests, NextAction: fmt.Sprintf("retry after %s", max(e.RetryAfter, time.Second))}
+	}
+	return &protocol.Error{Class: protocol.ClassDependency, Code: "telegram_error", Message: msg, Err: e,
+		NextAction: "retry later"}
 }

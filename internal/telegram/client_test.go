@@ -484,3 +484,25 @@ func TestSetAndDeleteWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestAPIErrorProtocol(t *testing.T) {
+	cases := []struct {
+		code   int
+		class  protocol.Class
+		pcode  string
+		status int
+	}{
+		{400, protocol.ClassInvalid, "telegram_bad_request", 422},
+		{403, protocol.ClassDependency, "telegram_forbidden", 502},
+		{401, protocol.ClassDependency, "telegram_unauthorized", 502},
+		{429, protocol.ClassUnavailable, "telegram_rate_limited", 429},
+		{502, protocol.ClassDependency, "telegram_error", 502},
+	}
+	for _, tc := range cases {
+		e := &APIError{Method: "sendMessage", Code: tc.code, Description: "x", RetryAfter: 3 * time.Second}
+		pe := e.Protocol()
+		if pe.Class != tc.class || pe.Code != tc.pcode || pe.HTTPStatus() != tc.status || pe.NextAction == "" || !errors.Is(pe, e) {
+			t.Errorf("%d -> %+v", tc.code, pe)
+		}
+	}
+}
