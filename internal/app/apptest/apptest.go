@@ -25,6 +25,7 @@ type Hub struct {
 	URL   string
 	Admin *client.Client
 	t     testing.TB
+	cfg   app.Config
 }
 
 // Options adjust a test hub's configuration before it starts.
@@ -55,22 +56,40 @@ func Start(t testing.TB, dsn string, opts ...Options) *Hub {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	h := &Hub{t: t, cfg: cfg}
+	h.start()
+	t.Cleanup(func() { h.App.Close() })
+	return h
+}
+
+func (h *Hub) start() {
+	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a, err := app.New(ctx, cfg)
+	a, err := app.New(ctx, h.cfg)
 	if err != nil {
-		t.Fatalf("start hub: %v", err)
+		h.t.Fatalf("start hub: %v", err)
 	}
 	if err := a.Start(); err != nil {
 		a.Close()
-		t.Fatalf("start hub: %v", err)
+		h.t.Fatalf("start hub: %v", err)
 	}
-	t.Cleanup(func() { a.Close() })
-	h := &Hub{App: a, URL: a.URL(), Admin: client.New(a.URL(), AdminToken), t: t}
+	h.App, h.URL = a, a.URL()
+	h.Admin = client.New(h.URL, AdminToken)
 	if err := h.Admin.WaitHealthy(ctx); err != nil {
-		t.Fatalf("hub not healthy: %v", err)
+		h.t.Fatalf("hub not healthy: %v", err)
 	}
-	return h
+}
+
+// Restart stops the hub gracefully and starts it again on the same data
+// directory, store and address, as an operator restarting the process
+// would. Clients keep working: the URL does not change.
+func (h *Hub) Restart() {
+	h.t.Helper()
+	addr := h.App.URL()[len("http://"):]
+	h.App.Close()
+	h.cfg.Addr = addr
+	h.start()
 }
 
 // Client returns a client for token.
