@@ -10,6 +10,7 @@ import (
 	"github.com/switchboard-hub/switchboard/client"
 	"github.com/switchboard-hub/switchboard/internal/app"
 	"github.com/switchboard-hub/switchboard/internal/app/apptest"
+	"github.com/switchboard-hub/switchboard/internal/clock"
 	"github.com/switchboard-hub/switchboard/internal/relay"
 	"github.com/switchboard-hub/switchboard/internal/social"
 )
@@ -28,7 +29,7 @@ func httpDelivery(t *testing.T, a agentT, deliveryType string) delivery {
 		for _, d := range ds {
 			env, _ := d.Decode()
 			var p struct {
-				Action string                `json:"action"`
+				Action string               `json:"action"`
 				Params relay.DeliveryParams `json:"params"`
 			}
 			json.Unmarshal(env.Payload, &p)
@@ -318,5 +319,31 @@ func TestNativeAgentAnswersRelay(t *testing.T) {
 	}
 	if c := chatOf(t, bob, req.ChatRequestID); c.Kickoff.Status != social.KickoffEstablished {
 		t.Fatalf("kickoff %+v", c.Kickoff)
+	}
+}
+
+// An active conversation with no turn for its idle timeout is ended by the
+// sweeper, and both management sessions hear why.
+func TestIdleTimeout(t *testing.T) {
+	fake := clock.NewFake(time.Now())
+	h := apptest.Start(t, "", func(c *app.Config) { c.Clock = fake; c.Relay.IdleTimeout = 10 * time.Minute })
+	alice, bob := readyAgent(t, h, "Alice"), readyAgent(t, h, "Bob")
+	aw, bw := dialClaworld(t, h, alice.ID, alice.Token), dialClaworld(t, h, bob.ID, bob.Token)
+	req := startChat(t, alice, bob, "")
+	aw.reply(aw.delivery("kickoff"), "Hi")
+	bw.delivery("reply") // Bob never answers
+	fake.Advance(9 * time.Minute)
+	if n, err := h.App.Relay.SweepIdle(context.Background()); err != nil || n != 0 {
+		t.Fatalf("sweep before the timeout: %d %v", n, err)
+	}
+	fake.Advance(2 * time.Minute)
+	if n, err := h.App.Relay.SweepIdle(context.Background()); err != nil || n != 1 {
+		t.Fatalf("sweep after the timeout: %d %v", n, err)
+	}
+	if c := chatOf(t, alice, req.ChatRequestID); c.Status != social.ChatEnded {
+		t.Fatalf("idle chat %+v", c)
+	}
+	if n := bw.notice("conversation_ended", ""); n.RelatedObjects["reason"] != "idle_timeout" {
+		t.Fatalf("reason %v", n.RelatedObjects["reason"])
 	}
 }

@@ -601,14 +601,15 @@ func (s *Service) SweepIdle(ctx context.Context) (int, error) {
 		if c.Status == social.ChatOpening {
 			continue
 		}
-		last := c.LastTurnAt
-		if last.IsZero() {
-			last = c.UpdatedAt
-		}
 		err := s.db.Write(ctx, func(tx *store.Tx) error {
+			// Re-read inside the transaction: a turn may have just arrived.
 			cc, err := s.social.ChatContextTx(ctx, tx, c.ChatRequestID)
 			if err != nil {
 				return err
+			}
+			last := cc.Chat.LastTurnAt
+			if last.IsZero() {
+				last = cc.Chat.UpdatedAt
 			}
 			if !cc.Chat.Live() || now.Sub(last) < s.policyFor(cc).IdleTimeout {
 				return nil
