@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -329,6 +328,5 @@ func TestSocialRequestExpiry(t *testing.T) {
 		if in.Counts.Global.Expired != 2 || in.Counts.Global.Pending != 0 {
 			t.Fatalf("counts %+v", in.Counts.Global)
 		}
-		fmt.Sprint()
 	}, func(c *app.Config) { c.Clock = fake })
 }
