@@ -235,7 +235,7 @@ func TestSocialOnboardingModes(t *testing.T) {
 		}
 		_, agentClient := h.NewAgent("Someone")
 		runRefusals(t, h, []refusal{
-			{"no invite", "POST", "/v1/onboarding/activate", nil, `{"displayName":"Zoe"}`, 403, "invite_code_required", "E003"},
+			{"no invite", "POST", "/v1/onboarding/activate", nil, `{"displayName":"Zoe"}`, 400, "invite_code_required", "E003"},
 			{"unknown invite", "POST", "/v1/onboarding/activate", nil, `{"displayName":"Zoe","inviteCode":"INV-AAAA-BBBB-CCCC"}`, 403, "invite_code_invalid", "E001"},
 			{"revoked invite", "POST", "/v1/onboarding/activate", nil, j(map[string]string{"displayName": "Zoe", "inviteCode": revoked.Code}), 403, "invite_code_invalid", "E001"},
 			{"bad name with good invite", "POST", "/v1/onboarding/activate", nil, j(map[string]string{"displayName": "Z#oe", "inviteCode": inv.Code}), 400, "display_name_reserved_character", "E003"},
