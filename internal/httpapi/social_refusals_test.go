@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -236,7 +235,7 @@ func TestSocialOnboardingModes(t *testing.T) {
 		}
 		_, agentClient := h.NewAgent("Someone")
 		runRefusals(t, h, []refusal{
-			{"no invite", "POST", "/v1/onboarding/activate", nil, `{"displayName":"Zoe"}`, 403, "invite_code_required", "E003"},
+			{"no invite", "POST", "/v1/onboarding/activate", nil, `{"displayName":"Zoe"}`, 400, "invite_code_required", "E003"},
 			{"unknown invite", "POST", "/v1/onboarding/activate", nil, `{"displayName":"Zoe","inviteCode":"INV-AAAA-BBBB-CCCC"}`, 403, "invite_code_invalid", "E001"},
 			{"revoked invite", "POST", "/v1/onboarding/activate", nil, j(map[string]string{"displayName": "Zoe", "inviteCode": revoked.Code}), 403, "invite_code_invalid", "E001"},
 			{"bad name with good invite", "POST", "/v1/onboarding/activate", nil, j(map[string]string{"displayName": "Z#oe", "inviteCode": inv.Code}), 400, "display_name_reserved_character", "E003"},
@@ -329,6 +328,5 @@ func TestSocialRequestExpiry(t *testing.T) {
 		if in.Counts.Global.Expired != 2 || in.Counts.Global.Pending != 0 {
 			t.Fatalf("counts %+v", in.Counts.Global)
 		}
-		fmt.Sprint()
 	}, func(c *app.Config) { c.Clock = fake })
 }

@@ -339,77 +339,96 @@ func validKickoff(s string) bool {
 	return false
 }
 
-// UpdateKickoffTx records kickoff progress and pushes request.updated to
-// both parties. established moves an opening chat to active (stamping
-// liveChatEstablishedAt if the update did not); failed ends the chat as
-// kickoff_failed. Errors: chat_not_found, invalid_kickoff_status,
-// chat_not_live (the chat already ended).
-func (s *Service) UpdateKickoffTx(ctx context.Context, tx *store.Tx, chatRequestID string, u KickoffUpdate) (Chat, error) {
+// liveCond restricts an UPDATE of social_chats to live chats, so that an
+// update racing with an ending never revives or rewrites a finished chat.
+const liveCond = ` AND status IN ('opening', 'active', 'ending')`
+
+// updateLive runs an UPDATE on a live chat and tells chat_not_found from
+// chat_not_live when nothing matched.
+func (s *Service) updateLive(ctx context.Context, tx *store.Tx, chatRequestID, sets string, args ...any) (Chat, error) {
+	res, err := tx.Exec(ctx, `UPDATE social_chats SET `+sets+` WHERE chat_request_id = ?`+liveCond, append(args, chatRequestID)...)
+	if err != nil {
+		return Chat{}, fmt.Errorf("update chat %s: %w", chatRequestID, err)
+	}
 	c, err := s.ChatTx(ctx, tx, chatRequestID)
 	if err != nil {
 		return Chat{}, err
 	}
-	if u.Status != "" && !validKickoff(u.Status) {
-		return Chat{}, protocol.Invalid("kickoff.status", "one of queued, sent, established, failed, skipped")
-	}
-	if !c.Live() {
+	if n, _ := res.RowsAffected(); n == 0 {
 		return Chat{}, protocol.Conflict("chat_not_live", "chat "+chatRequestID+" already ended ("+c.Status+")")
 	}
-	now := s.now()
-	k := &c.Kickoff
+	return c, nil
+}
+
+// UpdateKickoffTx records kickoff progress and pushes request.updated to
+// both parties. Only the given fields change (each in one statement, so
+// concurrent reports do not overwrite each other). established moves an
+// opening chat to active (stamping liveChatEstablishedAt unless given);
+// failed ends the chat as kickoff_failed. Errors: chat_not_found,
+// invalid_kickoff_status, chat_not_live (the chat already ended).
+func (s *Service) UpdateKickoffTx(ctx context.Context, tx *store.Tx, chatRequestID string, u KickoffUpdate) (Chat, error) {
+	if u.Status != "" && !validKickoff(u.Status) {
+		return Chat{}, &protocol.Error{Class: protocol.ClassInvalid, Code: "invalid_kickoff_status",
+			Message: "kickoff status must be one of queued, sent, established, failed, skipped"}
+	}
+	now := s.nowMs()
+	sets := []string{"updated_at = ?"}
+	args := []any{now}
+	set := func(expr string, v any) {
+		sets = append(sets, expr)
+		args = append(args, v)
+	}
+	setTime := func(col string, t time.Time) bool {
+		if t.IsZero() {
+			return false
+		}
+		set(col+" = ?", store.Millis(t))
+		return true
+	}
 	if u.Status != "" {
-		k.Status = u.Status
+		set("kickoff_status = ?", u.Status)
 	}
 	if u.Reason != "" {
-		k.Reason = u.Reason
+		set("kickoff_reason = ?", u.Reason)
 	}
-	setT := func(dst *time.Time, v time.Time) {
-		if !v.IsZero() {
-			*dst = v
-		}
-	}
-	setT(&k.SenderKickoffDeliveredAt, u.SenderKickoffDeliveredAt)
-	setT(&k.OpenerAcceptedAt, u.OpenerAcceptedAt)
-	setT(&k.OpenerDeliveredAt, u.OpenerDeliveredAt)
-	setT(&k.LiveChatEstablishedAt, u.LiveChatEstablishedAt)
-	setT(&k.FailedAt, u.FailedAt)
 	if u.OpenerDeliveryID != "" {
-		k.OpenerDeliveryID = u.OpenerDeliveryID
+		set("opener_delivery_id = ?", u.OpenerDeliveryID)
 	}
+	setTime("sender_kickoff_at", u.SenderKickoffDeliveredAt)
+	setTime("opener_accepted_at", u.OpenerAcceptedAt)
+	setTime("opener_delivered_at", u.OpenerDeliveredAt)
+	established := setTime("live_established_at", u.LiveChatEstablishedAt)
+	failed := setTime("kickoff_failed_at", u.FailedAt)
 	update := "kickoff"
-	switch k.Status {
+	switch u.Status {
 	case KickoffEstablished:
-		if k.LiveChatEstablishedAt.IsZero() {
-			k.LiveChatEstablishedAt = now
+		if !established {
+			set("live_established_at = CASE WHEN live_established_at = 0 THEN ? ELSE live_established_at END", now)
 		}
-		if c.Status == ChatOpening {
-			c.Status = ChatActive
-		}
+		sets = append(sets, "status = CASE WHEN status = 'opening' THEN 'active' ELSE status END")
 	case KickoffFailed:
-		if k.FailedAt.IsZero() {
-			k.FailedAt = now
+		if !failed {
+			set("kickoff_failed_at = CASE WHEN kickoff_failed_at = 0 THEN ? ELSE kickoff_failed_at END", now)
 		}
-		c.Status, c.EndedAt = ChatKickoffFailed, now
-		if c.EndReason == "" {
-			c.EndReason = "kickoff_failed"
-			if k.Reason != "" {
-				c.EndReason += ": " + k.Reason
-			}
+		reason := "kickoff_failed"
+		if u.Reason != "" {
+			reason += ": " + u.Reason
 		}
-	}
-	c.UpdatedAt = now
-	if err := s.saveChat(ctx, tx, c); err != nil {
-		return Chat{}, err
-	}
-	if c.Status == ChatKickoffFailed {
+		set("status = ?", ChatKickoffFailed)
+		set("ended_at = ?", now)
+		set("end_reason = CASE WHEN end_reason = '' THEN ? ELSE end_reason END", reason)
 		update = "kickoff_failed"
+	}
+	c, err := s.updateLive(ctx, tx, chatRequestID, strings.Join(sets, ", "), args...)
+	if err != nil {
+		return Chat{}, err
 	}
 	return s.reloadAndPush(ctx, tx, c, update)
 }
 
 // SetChatStatusTx moves a live chat between live statuses (opening,
 // active, ending) and pushes request.updated. Ending statuses go through
-// EndChatTx. Errors: chat_not_found, chat_not_live, invalid_chat_status.
+// EndChatTx. Errors: chat_not_found, chat_not_live, invalid_status.
 func (s *Service) SetChatStatusTx(ctx context.Context, tx *store.Tx, chatRequestID, status string) (Chat, error) {
 	if !IsLive(status) {
 		return Chat{}, protocol.Invalid("status", "one of opening, active, ending (end a chat with EndChatTx)")
@@ -418,22 +437,18 @@ func (s *Service) SetChatStatusTx(ctx context.Context, tx *store.Tx, chatRequest
 	if err != nil {
 		return Chat{}, err
 	}
-	if !c.Live() {
-		return Chat{}, protocol.Conflict("chat_not_live", "chat "+chatRequestID+" already ended ("+c.Status+")")
-	}
 	if c.Status == status {
 		return c, nil
 	}
-	c.Status, c.UpdatedAt = status, s.now()
-	if err := s.saveChat(ctx, tx, c); err != nil {
+	if c, err = s.updateLive(ctx, tx, chatRequestID, "status = ?, updated_at = ?", status, s.nowMs()); err != nil {
 		return Chat{}, err
 	}
 	return s.reloadAndPush(ctx, tx, c, "status")
 }
 
 // RecordTurnTx counts one delivered turn from fromAgentID: the chat's turn
-// count and last turn time, and activity stamps on both accounts, the
-// members and the world. An opening chat becomes active. Errors:
+// count and last turn time, and activity stamps on the sender's account,
+// membership and world. An opening chat becomes active. Errors:
 // chat_not_found, chat_not_live, not_chat_participant.
 func (s *Service) RecordTurnTx(ctx context.Context, tx *store.Tx, chatRequestID, fromAgentID string) (Chat, error) {
 	c, err := s.ChatTx(ctx, tx, chatRequestID)
@@ -443,19 +458,12 @@ func (s *Service) RecordTurnTx(ctx context.Context, tx *store.Tx, chatRequestID,
 	if !c.Participant(fromAgentID) {
 		return Chat{}, protocol.Forbidden("not_chat_participant", fromAgentID+" is not a participant of chat "+chatRequestID)
 	}
-	if !c.Live() {
-		return Chat{}, protocol.Conflict("chat_not_live", "chat "+chatRequestID+" already ended ("+c.Status+")")
-	}
-	now := s.now()
-	c.TurnCount++
-	c.LastTurnAt, c.UpdatedAt = now, now
-	if c.Status == ChatOpening {
-		c.Status = ChatActive
-	}
-	if err := s.saveChat(ctx, tx, c); err != nil {
+	n := s.nowMs()
+	c, err = s.updateLive(ctx, tx, chatRequestID, `turn_count = turn_count + 1, last_turn_at = ?, updated_at = ?,
+		status = CASE WHEN status = 'opening' THEN 'active' ELSE status END`, n, n)
+	if err != nil {
 		return Chat{}, err
 	}
-	n := store.Millis(now)
 	if _, err := tx.Exec(ctx, `UPDATE social_accounts SET last_active_at = ? WHERE agent_id = ?`, n, fromAgentID); err != nil {
 		return Chat{}, fmt.Errorf("stamp activity: %w", err)
 	}
@@ -486,28 +494,28 @@ func (s *Service) RecordFeedbackTx(ctx context.Context, tx *store.Tx, chatReques
 	if !c.Participant(fromAgentID) {
 		return Chat{}, false, protocol.Forbidden("not_chat_participant", fromAgentID+" is not a participant of chat "+chatRequestID)
 	}
-	slot := &c.RecipientFeedback
+	col := "recipient_feedback"
 	if fromAgentID == c.SenderAgentID {
-		slot = &c.SenderFeedback
+		col = "sender_feedback"
 	}
-	if *slot != "" {
+	res, err := tx.Exec(ctx, `UPDATE social_chats SET `+col+` = ?, updated_at = ? WHERE chat_request_id = ? AND `+col+` = ''`,
+		kind, s.nowMs(), chatRequestID)
+	if err != nil {
+		return Chat{}, false, fmt.Errorf("record feedback: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
 		return c, false, nil
 	}
-	*slot = kind
-	c.UpdatedAt = s.now()
-	if err := s.saveChat(ctx, tx, c); err != nil {
-		return Chat{}, false, err
-	}
 	peer := c.Peer(fromAgentID)
-	col, wcol := "likes_received", "likes"
+	acol, wcol := "likes_received", "likes"
 	if kind == FeedbackDislike {
-		col, wcol = "dislikes_received", "dislikes"
+		acol, wcol = "dislikes_received", "dislikes"
 	}
-	if _, err := tx.Exec(ctx, `UPDATE social_accounts SET `+col+` = `+col+` + 1 WHERE agent_id = ?`, peer); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE social_accounts SET `+acol+` = `+acol+` + 1 WHERE agent_id = ?`, peer); err != nil {
 		return Chat{}, false, fmt.Errorf("count feedback: %w", err)
 	}
 	if c.WorldID != "" {
-		if _, err := tx.Exec(ctx, `UPDATE social_memberships SET `+col+` = `+col+` + 1 WHERE world_id = ? AND agent_id = ?`, c.WorldID, peer); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE social_memberships SET `+acol+` = `+acol+` + 1 WHERE world_id = ? AND agent_id = ?`, c.WorldID, peer); err != nil {
 			return Chat{}, false, fmt.Errorf("count feedback: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE social_worlds SET `+wcol+` = `+wcol+` + 1 WHERE id = ?`, c.WorldID); err != nil {
@@ -549,25 +557,29 @@ func (s *Service) EndChatTx(ctx context.Context, tx *store.Tx, chatRequestID str
 
 // finishChat ends a live chat: final status, reason, transcript, and
 // notifications; with forced (a close, a removal, a world closing) the
-// request becomes closed and the relay is told to stop.
+// request becomes closed and the relay is told to stop. The end is one
+// conditional UPDATE, so of two racing endings only the first takes effect;
+// the second returns the ended chat and notifies nobody.
 func (s *Service) finishChat(ctx context.Context, tx *store.Tx, c Chat, e EndChat, forced bool) (Chat, error) {
-	now := s.now()
-	c.Status, c.EndReason, c.EndedAt, c.UpdatedAt = e.Status, e.Reason, now, now
+	now := s.nowMs()
+	sets := `status = ?, end_reason = ?, ended_at = ?, updated_at = ?,
+		kickoff_reason = CASE WHEN kickoff_status IN ('queued', 'sent') AND kickoff_reason = '' THEN ? ELSE kickoff_reason END,
+		kickoff_status = CASE WHEN kickoff_status IN ('queued', 'sent') THEN 'skipped' ELSE kickoff_status END`
+	args := []any{e.Status, e.Reason, now, now, "chat_ended_before_kickoff: " + e.Reason}
 	if e.TranscriptRef != "" {
-		c.TranscriptRef = e.TranscriptRef
+		sets += `, transcript_ref = ?`
+		args = append(args, e.TranscriptRef)
 	}
-	if c.Kickoff.Status == KickoffQueued || c.Kickoff.Status == KickoffSent {
-		c.Kickoff.Status = KickoffSkipped
-		if c.Kickoff.Reason == "" {
-			c.Kickoff.Reason = "chat_ended_before_kickoff: " + e.Reason
-		}
+	c, err := s.updateLive(ctx, tx, c.ChatRequestID, sets, args...)
+	if protocol.CodeOf(err) == "chat_not_live" {
+		return s.ChatTx(ctx, tx, c.ChatRequestID)
 	}
-	if err := s.saveChat(ctx, tx, c); err != nil {
+	if err != nil {
 		return Chat{}, err
 	}
 	if forced {
-		if _, err := tx.Exec(ctx, `UPDATE social_chat_requests SET status = ?, status_reason = ?, updated_at = ? WHERE id = ?`,
-			RequestClosed, e.Reason, store.Millis(now), c.ChatRequestID); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE social_chat_requests SET status = ?, status_reason = ?, updated_at = ? WHERE id = ? AND status = ?`,
+			RequestClosed, e.Reason, now, c.ChatRequestID, RequestAccepted); err != nil {
 			return Chat{}, fmt.Errorf("close request: %w", err)
 		}
 		if r := s.getRelay(); r != nil {
@@ -576,7 +588,7 @@ func (s *Service) finishChat(ctx context.Context, tx *store.Tx, c Chat, e EndCha
 			}
 		}
 	}
-	c, err := s.reloadAndPush(ctx, tx, c, "ended")
+	c, err = s.reloadAndPush(ctx, tx, c, "ended")
 	if err != nil {
 		return Chat{}, err
 	}
@@ -614,22 +626,6 @@ func (s *Service) endChatsWhere(ctx context.Context, tx *store.Tx, where string,
 		if _, err := s.finishChat(ctx, tx, c, EndChat{Status: ChatEnded, Reason: reason}, true); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-func (s *Service) saveChat(ctx context.Context, tx *store.Tx, c Chat) error {
-	k := c.Kickoff
-	_, err := tx.Exec(ctx, `UPDATE social_chats SET status = ?, turn_count = ?, last_turn_at = ?, sender_feedback = ?, recipient_feedback = ?,
-		end_reason = ?, transcript_ref = ?, ended_at = ?, kickoff_status = ?, kickoff_reason = ?, sender_kickoff_at = ?,
-		opener_accepted_at = ?, opener_delivered_at = ?, live_established_at = ?, kickoff_failed_at = ?, opener_delivery_id = ?,
-		updated_at = ? WHERE chat_request_id = ?`,
-		c.Status, c.TurnCount, store.Millis(c.LastTurnAt), c.SenderFeedback, c.RecipientFeedback, c.EndReason, c.TranscriptRef,
-		store.Millis(c.EndedAt), k.Status, k.Reason, store.Millis(k.SenderKickoffDeliveredAt), store.Millis(k.OpenerAcceptedAt),
-		store.Millis(k.OpenerDeliveredAt), store.Millis(k.LiveChatEstablishedAt), store.Millis(k.FailedAt), k.OpenerDeliveryID,
-		store.Millis(c.UpdatedAt), c.ChatRequestID)
-	if err != nil {
-		return fmt.Errorf("save chat %s: %w", c.ChatRequestID, err)
 	}
 	return nil
 }

@@ -170,9 +170,9 @@ func (s *Service) saveMember(ctx context.Context, tx *store.Tx, m memberRow) err
 
 // memberViews renders memberships with their agents' identities and,
 // when worlds is non-nil, a world summary each.
-func (s *Service) memberViews(ctx context.Context, q store.Q, ms []memberRow, worlds map[string]worldRow) ([]Membership, error) {
-	ids := make([]string, len(ms))
-	for i, m := range ms {
+func (s *Service) memberViews(ctx context.Context, q store.Q, rows []memberRow, worlds map[string]worldRow) ([]Membership, error) {
+	ids := make([]string, len(rows))
+	for i, m := range rows {
 		ids[i] = m.AgentID
 	}
 	accts, err := s.accountsByID(ctx, q, ids)
@@ -180,15 +180,15 @@ func (s *Service) memberViews(ctx context.Context, q store.Q, ms []memberRow, wo
 		return nil, err
 	}
 	on := s.online(ctx, uniq(ids))
-	out := make([]Membership, 0, len(ms))
-	for _, m := range ms {
+	out := make([]Membership, 0, len(rows))
+	for _, m := range rows {
 		a := accts[m.AgentID]
 		v := Membership{
 			MembershipID: m.ID, WorldID: m.WorldID, AgentID: m.AgentID, DisplayName: a.DisplayName, AgentCode: a.Code,
 			Identity: a.identity(), MembershipStatus: m.Status, Role: m.Role, ParticipantContextText: m.Text,
 			Subscribed: m.Subscribed, Banned: m.Banned, StatusReason: m.Reason, InvitedByAgentID: m.InvitedBy,
-			InviteMessage: m.InviteMessage, InvitedAt: ms2(m.InvitedAt), JoinedAt: ms2(m.JoinedAt), LeftAt: ms2(m.LeftAt),
-			UpdatedAt: ms2(m.UpdatedAt), Online: on[m.AgentID],
+			InviteMessage: m.InviteMessage, InvitedAt: ms(m.InvitedAt), JoinedAt: ms(m.JoinedAt), LeftAt: ms(m.LeftAt),
+			UpdatedAt: ms(m.UpdatedAt), Online: on[m.AgentID],
 			FeedbackSummary: MemberFeedback{Likes: m.Likes, Dislikes: m.Dislikes, ConversationCount: m.Conversations},
 		}
 		if worlds != nil {
@@ -201,8 +201,6 @@ func (s *Service) memberViews(ctx context.Context, q store.Q, ms []memberRow, wo
 	}
 	return out, nil
 }
-
-func ms2(v int64) time.Time { return ms(v) }
 
 func (s *Service) memberView(ctx context.Context, q store.Q, m memberRow, w *worldRow) (Membership, error) {
 	var worlds map[string]worldRow
@@ -348,8 +346,7 @@ func errInviteRequired(w worldRow) error {
 
 // MyMembership returns the actor's membership in a world.
 func (s *Service) MyMembership(ctx context.Context, actor Actor, worldID string) (Membership, error) {
-	id, err := requireAgent(actor, "agentId")
-	if err != nil {
+	if _, err := requireAgent(actor, "agentId"); err != nil {
 		return Membership{}, err
 	}
 	w, m, err := s.worldFor(ctx, s.db, actor, worldID)
@@ -359,7 +356,6 @@ func (s *Service) MyMembership(ctx context.Context, actor Actor, worldID string)
 	if m == nil {
 		return Membership{}, errNotMember(worldID)
 	}
-	_ = id
 	return s.memberView(ctx, s.db, *m, &w)
 }
 
@@ -374,8 +370,7 @@ type MembershipUpdate struct {
 // (whether broadcasts of the world reach it). Errors:
 // world_membership_not_found (not active), participant_context_*.
 func (s *Service) UpdateMembership(ctx context.Context, actor Actor, worldID string, in MembershipUpdate) (Membership, error) {
-	id, err := requireAgent(actor, "agentId")
-	if err != nil {
+	if _, err := requireAgent(actor, "agentId"); err != nil {
 		return Membership{}, err
 	}
 	if in.ParticipantContextText == nil && in.Subscribed == nil {
@@ -383,7 +378,7 @@ func (s *Service) UpdateMembership(ctx context.Context, actor Actor, worldID str
 			Message: "send participantContextText or subscribed", MissingFields: []string{"participantContextText"}}
 	}
 	var out Membership
-	err = s.write(ctx, func(tx *store.Tx) error {
+	err := s.write(ctx, func(tx *store.Tx) error {
 		w, m, err := s.worldFor(ctx, tx, actor, worldID)
 		if err != nil {
 			return err
@@ -408,7 +403,6 @@ func (s *Service) UpdateMembership(ctx context.Context, actor Actor, worldID str
 		if err := s.saveMember(ctx, tx, *m); err != nil {
 			return err
 		}
-		_ = id
 		out, err = s.memberView(ctx, tx, *m, &w)
 		return err
 	})

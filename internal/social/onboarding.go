@@ -61,7 +61,7 @@ func (s *Service) Activate(ctx context.Context, in ActivateInput) (Activation, e
 	if s.cfg.Onboarding == OnboardingInvite {
 		invite = normalizeInvite(in.InviteCode)
 		if invite == "" {
-			return Activation{}, &protocol.Error{Class: protocol.ClassInvalid, Code: "invite_code_required", Status: http.StatusForbidden,
+			return Activation{}, &protocol.Error{Class: protocol.ClassInvalid, Code: "invite_code_required",
 				Message:       "this hub registers agents by invitation: send inviteCode",
 				FieldErrors:   map[string]string{"inviteCode": "required"},
 				MissingFields: []string{"inviteCode"}, NextAction: "ask the operator for an invite code (switchboard invites create)"}

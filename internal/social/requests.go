@@ -63,6 +63,31 @@ func (s *Service) requestByID(ctx context.Context, q store.Q, id string) (reques
 	return r, nil
 }
 
+// errLostRace reports that another writer changed a request's status
+// between our read and our write.
+var errLostRace = errors.New("chat request changed concurrently")
+
+// transition moves r from one status to another in one conditional UPDATE,
+// so that of two racing answers only the first applies; errLostRace means
+// the other one won.
+func (s *Service) transition(ctx context.Context, tx *store.Tx, r *requestRow, from, to, reason string, responded bool) error {
+	now := s.nowMs()
+	resp := r.RespondedAt
+	if responded {
+		resp = now
+	}
+	res, err := tx.Exec(ctx, `UPDATE social_chat_requests SET status = ?, status_reason = ?, responded_at = ?, updated_at = ? WHERE id = ? AND status = ?`,
+		to, reason, resp, now, r.ID, from)
+	if err != nil {
+		return fmt.Errorf("update chat request %s: %w", r.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return errLostRace
+	}
+	r.Status, r.StatusReason, r.RespondedAt, r.UpdatedAt = to, reason, resp, now
+	return nil
+}
+
 func (s *Service) queryRequests(ctx context.Context, q store.Q, where string, args []any, tail string) ([]requestRow, error) {
 	rows, err := q.Query(ctx, `SELECT `+requestCols+` FROM social_chat_requests r WHERE `+where+tail, args...)
 	if err != nil {
@@ -602,12 +627,10 @@ func (s *Service) createRequestTx(ctx context.Context, tx *store.Tx, sender, tar
 // acceptTx accepts a pending request: the chat is created (opening, kickoff
 // queued), counters move, the relay is told, both parties are notified.
 func (s *Service) acceptTx(ctx context.Context, tx *store.Tx, r requestRow, reason string) (requestRow, error) {
-	now := s.nowMs()
-	r.Status, r.StatusReason, r.RespondedAt, r.UpdatedAt = RequestAccepted, reason, now, now
-	if _, err := tx.Exec(ctx, `UPDATE social_chat_requests SET status = ?, status_reason = ?, responded_at = ?, updated_at = ? WHERE id = ?`,
-		r.Status, r.StatusReason, r.RespondedAt, r.UpdatedAt, r.ID); err != nil {
-		return requestRow{}, fmt.Errorf("accept chat request: %w", err)
+	if err := s.transition(ctx, tx, &r, RequestPending, RequestAccepted, reason, true); err != nil {
+		return requestRow{}, err
 	}
+	now := r.RespondedAt
 	_, err := tx.Exec(ctx, `INSERT INTO social_chats (chat_request_id, conversation_key, world_id, mode, sender_agent_id, recipient_agent_id,
 		status, kickoff_status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.ConversationKey, r.WorldID, r.Mode, r.From, r.To, ChatOpening, KickoffQueued, now, now)
@@ -741,19 +764,28 @@ func (s *Service) respond(ctx context.Context, actor Actor, id string, accept bo
 				}
 			}
 			if live, err := s.LiveChatTx(ctx, tx, r.ConversationKey); err == nil {
+				if live.ChatRequestID == r.ID { // a racing accept of this very request won
+					return s.afterRace(ctx, tx, actor.AgentID, r.ID, want, &out)
+				}
 				return &protocol.Error{Class: protocol.ClassInvalid, Code: "conversation_already_active", Status: http.StatusConflict,
 					Message: "a conversation with this agent is already active here", NextTool: "chat_inbox",
 					Extra: map[string]any{"chatRequestId": live.ChatRequestID, "conversationKey": live.ConversationKey}}
 			}
-			if r, err = s.acceptTx(ctx, tx, r, "accepted_by_recipient"); err != nil {
+			r2, err := s.acceptTx(ctx, tx, r, "accepted_by_recipient")
+			if errors.Is(err, errLostRace) {
+				return s.afterRace(ctx, tx, actor.AgentID, r.ID, want, &out)
+			}
+			if err != nil {
 				return err
 			}
+			r = r2
 		} else {
-			now := s.nowMs()
-			r.Status, r.StatusReason, r.RespondedAt, r.UpdatedAt = RequestRejected, "rejected_by_recipient", now, now
-			if _, err := tx.Exec(ctx, `UPDATE social_chat_requests SET status = ?, status_reason = ?, responded_at = ?, updated_at = ? WHERE id = ?`,
-				r.Status, r.StatusReason, r.RespondedAt, r.UpdatedAt, r.ID); err != nil {
-				return fmt.Errorf("reject chat request: %w", err)
+			err := s.transition(ctx, tx, &r, RequestPending, RequestRejected, "rejected_by_recipient", true)
+			if errors.Is(err, errLostRace) {
+				return s.afterRace(ctx, tx, actor.AgentID, r.ID, want, &out)
+			}
+			if err != nil {
+				return err
 			}
 			if err := s.pushRequest(ctx, tx, r, "rejected"); err != nil {
 				return err
@@ -769,6 +801,23 @@ func (s *Service) respond(ctx context.Context, actor Actor, id string, accept bo
 		return RequestView{}, errExpired(id)
 	}
 	return out, nil
+}
+
+// afterRace answers a respond call that lost a race: the same answer is
+// already applied (alreadyApplied), anything else is not pending anymore.
+func (s *Service) afterRace(ctx context.Context, tx *store.Tx, viewer, id, want string, out *RequestView) error {
+	r, err := s.requestByID(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	if r.Status != want {
+		_, err := s.respondable(ctx, tx, r)
+		return err
+	}
+	v, err := s.requestViewOne(ctx, tx, viewer, r)
+	v.AlreadyApplied = true
+	*out = v
+	return err
 }
 
 // ---- close ------------------------------------------------------------------------------------
@@ -839,11 +888,17 @@ func (s *Service) CloseConversation(ctx context.Context, actor Actor, in CloseIn
 		}
 		switch r.Status {
 		case RequestPending:
-			now := s.nowMs()
-			r.Status, r.StatusReason, r.UpdatedAt = RequestClosed, reason, now
-			if _, err := tx.Exec(ctx, `UPDATE social_chat_requests SET status = ?, status_reason = ?, updated_at = ? WHERE id = ?`,
-				r.Status, r.StatusReason, r.UpdatedAt, r.ID); err != nil {
-				return fmt.Errorf("close chat request: %w", err)
+			err := s.transition(ctx, tx, &r, RequestPending, RequestClosed, reason, false)
+			if errors.Is(err, errLostRace) {
+				if r, err = s.requestByID(ctx, tx, r.ID); err != nil {
+					return err
+				}
+				out, err = s.requestViewOne(ctx, tx, me, r)
+				out.AlreadyApplied = true
+				return err
+			}
+			if err != nil {
+				return err
 			}
 			if err := s.pushRequest(ctx, tx, r, "closed"); err != nil {
 				return err
@@ -882,12 +937,13 @@ func (s *Service) closePendingWhere(ctx context.Context, tx *store.Tx, where str
 	if err != nil {
 		return err
 	}
-	now := s.nowMs()
 	for _, r := range rs {
-		r.Status, r.StatusReason, r.UpdatedAt = RequestClosed, reason, now
-		if _, err := tx.Exec(ctx, `UPDATE social_chat_requests SET status = ?, status_reason = ?, updated_at = ? WHERE id = ?`,
-			r.Status, r.StatusReason, r.UpdatedAt, r.ID); err != nil {
-			return fmt.Errorf("close chat request: %w", err)
+		err := s.transition(ctx, tx, &r, RequestPending, RequestClosed, reason, false)
+		if errors.Is(err, errLostRace) {
+			continue
+		}
+		if err != nil {
+			return err
 		}
 		if err := s.pushRequest(ctx, tx, r, "closed"); err != nil {
 			return err
@@ -899,16 +955,13 @@ func (s *Service) closePendingWhere(ctx context.Context, tx *store.Tx, where str
 // ---- expiry -----------------------------------------------------------------------------------
 
 func (s *Service) expireTx(ctx context.Context, tx *store.Tx, r requestRow) error {
-	now := s.nowMs()
-	res, err := tx.Exec(ctx, `UPDATE social_chat_requests SET status = ?, status_reason = ?, updated_at = ? WHERE id = ? AND status = ?`,
-		RequestExpired, "not_answered_in_time", now, r.ID, RequestPending)
-	if err != nil {
-		return fmt.Errorf("expire chat request: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	err := s.transition(ctx, tx, &r, RequestPending, RequestExpired, "not_answered_in_time", false)
+	if errors.Is(err, errLostRace) {
 		return nil
 	}
-	r.Status, r.StatusReason, r.UpdatedAt = RequestExpired, "not_answered_in_time", now
+	if err != nil {
+		return err
+	}
 	return s.pushRequest(ctx, tx, r, "expired")
 }
 

@@ -150,10 +150,28 @@ func SearchTerms(query string, extra ...[]string) []string {
 	return out
 }
 
-// matchExpr builds the full-text query: any term, as a prefix.
+// stem strips a common English inflection so that a prefix query on the
+// stem finds the other forms ("trails" → "trail*", "hiking" → "hik*").
+// Neither engine stems here (both index with a language-neutral tokenizer),
+// so this keeps matching symmetric between SQLite and PostgreSQL.
+func stem(t string) string {
+	n := len([]rune(t))
+	switch {
+	case n >= 6 && strings.HasSuffix(t, "ing"):
+		return t[:len(t)-3]
+	case n >= 5 && (strings.HasSuffix(t, "ed") || strings.HasSuffix(t, "es")):
+		return t[:len(t)-2]
+	case n >= 4 && strings.HasSuffix(t, "s") && !strings.HasSuffix(t, "ss"):
+		return t[:len(t)-1]
+	}
+	return t
+}
+
+// matchExpr builds the full-text query: any term's stem, as a prefix.
 func matchExpr(d store.Dialect, terms []string) string {
 	parts := make([]string, len(terms))
 	for i, t := range terms {
+		t = stem(t)
 		if d == store.Postgres {
 			parts[i] = t + ":*"
 		} else {
@@ -573,7 +591,7 @@ func matched(terms []string, doc string) []string {
 	doc = strings.ToLower(doc)
 	var out []string
 	for _, t := range terms {
-		if strings.Contains(doc, t) {
+		if strings.Contains(doc, stem(t)) {
 			out = append(out, t)
 		}
 	}
