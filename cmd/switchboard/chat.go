@@ -113,7 +113,7 @@ func newChatCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.AgentID = asAgent
-			in, err := newClient().Inbox(cmd.Context(), f)
+			in, err := newClient().ChatInbox(cmd.Context(), f)
 			if err != nil {
 				return err
 			}
