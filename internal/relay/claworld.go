@@ -136,19 +136,26 @@ func (c *claworld) Handle(ctx context.Context, conn *gateway.Conn, data []byte) 
 		return
 	}
 	agentID := conn.Agent.ID
+	fail := func(err error) {
+		d := errorData(err)
+		if f.DeliveryID != "" {
+			d["deliveryId"] = f.DeliveryID // lets runtimes match the error to the answer it refuses
+		}
+		_ = conn.Event("error", d)
+	}
 	switch f.Type {
 	case "heartbeat":
 		return
 	case "accepted":
 		if err := c.s.Accepted(ctx, agentID, f.DeliveryID); err != nil {
-			_ = conn.Event("error", errorData(err))
+			fail(err)
 			return
 		}
 		_ = conn.Event("delivery.accepted", map[string]any{"acceptedDeliveryId": f.DeliveryID})
 	case "reply":
 		ans, err := c.s.Reply(ctx, agentID, f.DeliveryID, f.Payload.Text, f.Payload.Source)
 		if err != nil {
-			_ = conn.Event("error", errorData(err))
+			fail(err)
 			return
 		}
 		conn.Settled(f.DeliveryID)
@@ -160,14 +167,14 @@ func (c *claworld) Handle(ctx context.Context, conn *gateway.Conn, data []byte) 
 		}
 		ans, err := c.s.KeptSilent(ctx, agentID, f.DeliveryID, reason, f.Payload.Source)
 		if err != nil {
-			_ = conn.Event("error", errorData(err))
+			fail(err)
 			return
 		}
 		conn.Settled(f.DeliveryID)
 		_ = conn.Event("kept_silent.accepted", map[string]any{"keptSilentDeliveryId": f.DeliveryID, "chatStatus": ans.ChatStatus})
 	default:
-		_ = conn.Event("error", errorData(&protocol.Error{Class: protocol.ClassInvalid, Code: "unknown_frame_type",
-			Message: "type must be one of heartbeat, accepted, reply, kept_silent"}))
+		fail(&protocol.Error{Class: protocol.ClassInvalid, Code: "unknown_frame_type",
+			Message: "type must be one of heartbeat, accepted, reply, kept_silent"})
 	}
 }
 
