@@ -101,7 +101,7 @@ func traceHint(r *http.Request) string {
 }
 
 func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
-	body, err := ReadBody(r)
+	body, err := ReadJSONBody(r)
 	if err != nil {
 		return err
 	}
