@@ -142,6 +142,13 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if PrincipalFrom(r).Admin {
+		// A mistyped ?agent= would otherwise claim from an inbox nobody
+		// owns and answer with nothing, forever.
+		if _, err := s.Agents.Get(r.Context(), agentID); err != nil {
+			return err
+		}
+	}
 	limit, err := QueryInt(r, "limit", 10, 1, 100)
 	if err != nil {
 		return err
