@@ -351,6 +351,13 @@ func TestLeaseExpiryAndStaleAck(t *testing.T) {
 		}
 		_, err = e.bus.Ack(e.ctx, e.C2.ID, "dlv_missing", bus.SettleOptions{})
 		wantCode(t, err, protocol.ClassUnavailable, "delivery_not_found")
+		// An attempt number no delivery can have is bad input, not a stale copy.
+		_, err = e.bus.Ack(e.ctx, e.C2.ID, second.DeliveryID, bus.SettleOptions{Attempt: -1})
+		wantCode(t, err, protocol.ClassInvalid, "invalid_attempt")
+		_, err = e.bus.Nack(e.ctx, e.C2.ID, second.DeliveryID, bus.NackOptions{SettleOptions: bus.SettleOptions{Attempt: -2}})
+		wantCode(t, err, protocol.ClassInvalid, "invalid_attempt")
+		_, err = e.bus.Extend(e.ctx, e.C2.ID, second.DeliveryID, time.Minute, bus.SettleOptions{Attempt: -1})
+		wantCode(t, err, protocol.ClassInvalid, "invalid_attempt")
 		e.clock.Advance(time.Hour)
 		e.sweep()
 		if len(e.claim(e.C2.ID, 1)) != 0 || e.depth(e.C2.ID) != 0 {
