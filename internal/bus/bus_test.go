@@ -588,6 +588,24 @@ func TestTraceVisibility(t *testing.T) {
 		}
 		_, err = e.bus.Trace(e.ctx, en.TraceID, e.P1.ID, false)
 		wantCode(t, err, protocol.ClassUnavailable, "trace_not_found")
+
+		// Lookups by message id: envelope ids are unique per sender only, so
+		// each agent finds the message it sent or received under that id.
+		mine := e.request(e.C2.ID, e.C1.ID, "y")
+		mine.ID, mine.TraceID = en.ID, "trace-of-c2"
+		e.mustSend(mine)
+		for _, c := range []struct {
+			viewer string
+			admin  bool
+			want   string
+		}{{e.C1.ID, false, en.TraceID}, {e.C2.ID, false, "trace-of-c2"}, {"", true, "trace-of-c2"}} {
+			got, err := e.bus.TraceOfMessage(e.ctx, en.ID, c.viewer, c.admin)
+			if err != nil || got != c.want {
+				t.Errorf("TraceOfMessage as %q: %q %v, want %q", c.viewer, got, err, c.want)
+			}
+		}
+		_, err = e.bus.TraceOfMessage(e.ctx, en.ID, e.P1.ID, false)
+		wantCode(t, err, protocol.ClassUnavailable, "message_not_found")
 	})
 }
 

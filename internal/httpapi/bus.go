@@ -311,7 +311,7 @@ func (s *Server) trace(w http.ResponseWriter, r *http.Request) error {
 	rows, err := s.Bus.Trace(r.Context(), id, p.AgentID(), p.Admin)
 	if protocol.CodeOf(err) == "trace_not_found" {
 		// Also accept a message id: look up its trace.
-		if t, terr := s.Bus.TraceOfMessage(r.Context(), id); terr == nil {
+		if t, terr := s.Bus.TraceOfMessage(r.Context(), id, p.AgentID(), p.Admin); terr == nil {
 			id = t
 			rows, err = s.Bus.Trace(r.Context(), id, p.AgentID(), p.Admin)
 		}
