@@ -273,6 +273,14 @@ type SettleOptions struct {
 	Admin   bool // the admin may settle any agent's delivery
 }
 
+// check refuses attempt numbers no delivery can have, before any lookup.
+func (o SettleOptions) check() error {
+	if o.Attempt < 0 {
+		return protocol.Invalid("attempt", "must be the attempt number you received (1 or more), or 0 for the current lease")
+	}
+	return nil
+}
+
 func leaseError(d deliveryRow, o SettleOptions, now time.Time) error {
 	if o.Attempt != 0 && o.Attempt != d.attempt {
 		return &protocol.Error{Class: protocol.ClassInvalid, Code: "stale_attempt", Status: 409,
@@ -307,6 +315,9 @@ func (s *Service) Ack(ctx context.Context, agentID, id string, o SettleOptions) 
 // AckTx acknowledges inside the caller's transaction (a relay reply records
 // the turn and acks the delivery it answers atomically).
 func (s *Service) AckTx(ctx context.Context, tx *store.Tx, agentID, id string, o SettleOptions) (Settle, error) {
+	if err := o.check(); err != nil {
+		return Settle{}, err
+	}
 	now := s.clock.Now()
 	d, err := s.lockDelivery(ctx, tx, agentID, id, o.Admin)
 	if err != nil {
@@ -345,6 +356,9 @@ type NackOptions struct {
 // Nack gives a delivery back: it is redelivered after Delay, or dead-lettered
 // when it has used up its attempts.
 func (s *Service) Nack(ctx context.Context, agentID, id string, o NackOptions) (Settle, error) {
+	if err := o.check(); err != nil {
+		return Settle{}, err
+	}
 	var out Settle
 	err := s.db.Write(ctx, func(tx *store.Tx) error {
 		now := s.clock.Now()
@@ -397,6 +411,9 @@ const MaxExtend = time.Hour
 func (s *Service) Extend(ctx context.Context, agentID, id string, by time.Duration, o SettleOptions) (Settle, error) {
 	if by <= 0 || by > MaxExtend {
 		return Settle{}, protocol.Invalid("seconds", fmt.Sprintf("must be between 1 and %d", int(MaxExtend/time.Second)))
+	}
+	if err := o.check(); err != nil {
+		return Settle{}, err
 	}
 	var out Settle
 	err := s.db.Write(ctx, func(tx *store.Tx) error {

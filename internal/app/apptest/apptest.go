@@ -5,9 +5,11 @@ package apptest
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,4 +117,39 @@ func testLogger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// BusSnapshot renders the bus state a refused request must not change:
+// every delivery with its agent, state, attempt, lease, availability,
+// replay link and last error, and the number of messages and log rows.
+// Tests compare snapshots taken before and after a bad request.
+func (h *Hub) BusSnapshot() string {
+	h.t.Helper()
+	ctx := context.Background()
+	var b strings.Builder
+	rows, err := h.App.DB.Query(ctx, `SELECT id, agent_id, state, attempt, lease_until, available_at, replayed_as, last_error FROM bus_deliveries ORDER BY id`)
+	if err != nil {
+		h.t.Fatalf("bus snapshot: %v", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, agentID, state, replayed, lastErr string
+		var attempt int
+		var lease, avail int64
+		if err := rows.Scan(&id, &agentID, &state, &attempt, &lease, &avail, &replayed, &lastErr); err != nil {
+			h.t.Fatalf("bus snapshot: %v", err)
+		}
+		fmt.Fprintf(&b, "%s %s %s %d %d %d %s %q\n", id, agentID, state, attempt, lease, avail, replayed, lastErr)
+	}
+	if err := rows.Err(); err != nil {
+		h.t.Fatalf("bus snapshot: %v", err)
+	}
+	for _, table := range []string{"bus_messages", "bus_log"} {
+		var n int
+		if err := h.App.DB.QueryRow(ctx, `SELECT COUNT(*) FROM `+table).Scan(&n); err != nil {
+			h.t.Fatalf("bus snapshot: %v", err)
+		}
+		fmt.Fprintf(&b, "%s=%d\n", table, n)
+	}
+	return b.String()
 }
