@@ -89,8 +89,10 @@ func (e *Exec) Reply(ctx context.Context, d Delivery) (string, error) {
 	if timeout <= 0 {
 		timeout = 2 * time.Minute
 	}
-	in, err := json.Marshal(NewExecInput(d))
-	if err != nil {
+	var in bytes.Buffer
+	enc := json.NewEncoder(&in)
+	enc.SetEscapeHTML(false) // peers write <, > and & freely
+	if err := enc.Encode(NewExecInput(d)); err != nil {
 		return "", fmt.Errorf("exec: encode input: %w", err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
@@ -102,7 +104,7 @@ func (e *Exec) Reply(ctx context.Context, d Delivery) (string, error) {
 		"SWITCHBOARD_DELIVERY_ID="+d.DeliveryID,
 		"SWITCHBOARD_SESSION_KEY="+d.SessionKey,
 		"SWITCHBOARD_DELIVERY_TYPE="+d.Metadata.DeliveryType)
-	cmd.Stdin = bytes.NewReader(in)
+	cmd.Stdin = &in
 	stdout := &capBuffer{max: maxExecStdout}
 	stderr := &tailBuffer{max: maxExecStderr}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -110,7 +112,7 @@ func (e *Exec) Reply(ctx context.Context, d Delivery) (string, error) {
 	// Grandchildren that keep stdout open must not hold Wait forever.
 	cmd.WaitDelay = 2 * time.Second
 
-	err = cmd.Run()
+	err := cmd.Run()
 	if se := strings.TrimSpace(stderr.String()); se != "" && e.Logger != nil {
 		e.Logger.Debug("exec stderr", "deliveryId", d.DeliveryID, "stderr", se)
 	}

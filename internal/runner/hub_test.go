@@ -679,3 +679,11 @@ func (g *gate) calledOrder() []string {
 func echo(d Delivery) (string, error) { return "re: " + d.Payload.Text, nil }
 
 var errBoom = errors.New("boom")
+
+// newHTTPServer serves h for the test and returns its URL.
+func newHTTPServer(t *testing.T, h http.Handler) string {
+	t.Helper()
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s.URL
+}

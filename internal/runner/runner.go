@@ -53,7 +53,7 @@ import (
 // Errors that end Run. Both are final: retrying cannot fix them.
 var (
 	// ErrUnauthorized: the hub refused the token (or the auth frame).
-	ErrUnauthorized = errors.New("the hub refused the agent's credentials")
+	ErrUnauthorized = errors.New("the hub refused to authenticate the agent")
 	// ErrReplaced: another connection for the same agent took over
 	// (close 4001) and Config.Takeover is off.
 	ErrReplaced = errors.New("another connection for this agent replaced this runner (close 4001); stop the other runner or pass --takeover")
@@ -310,7 +310,11 @@ func (r *runner) connectLoop(ctx context.Context) error {
 			backoff = r.cfg.MinBackoff
 		}
 		wait := jitter(backoff)
-		r.log.Warn("disconnected from the hub; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
+		if authed {
+			r.log.Warn("disconnected from the hub; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
+		} else {
+			r.log.Warn("could not connect to the hub; retrying", "err", err, "in", wait.Round(time.Millisecond))
+		}
 		select {
 		case <-ctx.Done():
 			return nil
