@@ -228,6 +228,8 @@ type StatusError struct {
 	Message string
 }
 
+// Error names the status, the server's message and, for the usual
+// misconfigurations, what to check.
 func (e *StatusError) Error() string {
 	hint := ""
 	switch e.Status {

@@ -202,6 +202,7 @@ type HubError struct {
 	Message string
 }
 
+// Error reads as the hub's code and explanation.
 func (e *HubError) Error() string {
 	if e.Message == "" {
 		return "hub refused: " + e.Code
