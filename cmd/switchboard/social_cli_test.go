@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -11,23 +9,20 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/app/apptest"
 )
 
-// run executes the CLI against a hub and returns what it printed.
-func run(t *testing.T, h *apptest.Hub, token string, args ...string) string {
+// mustRun executes the CLI against a hub and returns what it printed,
+// failing the test on an error.
+func mustRun(t *testing.T, h *apptest.Hub, token string, args ...string) string {
 	t.Helper()
-	root := newRoot()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(append([]string{"--server", h.URL, "--token", token}, args...))
-	if err := root.ExecuteContext(context.Background()); err != nil {
-		t.Fatalf("switchboard %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	out, err := run(t, h, token, "", args...)
+	if err != nil {
+		t.Fatalf("switchboard %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	return out.String()
+	return out
 }
 
 func runJSON(t *testing.T, h *apptest.Hub, token string, v any, args ...string) {
 	t.Helper()
-	out := run(t, h, token, append([]string{"--json"}, args...)...)
+	out := mustRun(t, h, token, append([]string{"--json"}, args...)...)
 	if err := json.Unmarshal([]byte(out), v); err != nil {
 		t.Fatalf("switchboard %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
@@ -43,14 +38,14 @@ func TestSocialCLI(t *testing.T) {
 	var alice, bob client.Activation
 	runJSON(t, h, "", &alice, "onboard", "Alice", "--invite", inv.Code, "--human", "Mia", "--agent-profile", "Alice likes trails")
 	runJSON(t, h, "", &bob, "onboard", "Bob", "--invite", inv.Code)
-	if out := run(t, h, bob.AppToken, "account"); !strings.Contains(out, "account_profile_incomplete") {
+	if out := mustRun(t, h, bob.AppToken, "account"); !strings.Contains(out, "account_profile_incomplete") {
 		t.Fatalf("account view: %s", out)
 	}
-	run(t, h, bob.AppToken, "account", "profile", "--human", "Leo", "--agent", "Bob runs mountain trails")
-	if out := run(t, h, bob.AppToken, "account", "policy", "--contact", "manual_review"); !strings.Contains(out, "approval_required") {
+	mustRun(t, h, bob.AppToken, "account", "profile", "--human", "Leo", "--agent", "Bob runs mountain trails")
+	if out := mustRun(t, h, bob.AppToken, "account", "policy", "--contact", "manual_review"); !strings.Contains(out, "approval_required") {
 		t.Fatalf("policy alias: %s", out)
 	}
-	if out := run(t, h, bob.AppToken, "account", "share-card"); !strings.HasPrefix(out, "Bob#"+bob.AgentCode+"\n") {
+	if out := mustRun(t, h, bob.AppToken, "account", "share-card"); !strings.HasPrefix(out, "Bob#"+bob.AgentCode+"\n") {
 		t.Fatalf("share card: %q", out)
 	}
 	var w client.World
@@ -58,11 +53,11 @@ func TestSocialCLI(t *testing.T) {
 	if w.Policy.MaxTurns != 8 || len(w.Tags) != 1 {
 		t.Fatalf("world %+v", w)
 	}
-	run(t, h, apptest.AdminToken, "worlds", "join", w.WorldID, "--as", bob.AgentID, "--profile", "I run mountain trails")
-	if out := run(t, h, alice.AppToken, "worlds", "candidates", w.WorldID); !strings.Contains(out, "Bob#"+bob.AgentCode) {
+	mustRun(t, h, apptest.AdminToken, "worlds", "join", w.WorldID, "--as", bob.AgentID, "--profile", "I run mountain trails")
+	if out := mustRun(t, h, alice.AppToken, "worlds", "candidates", w.WorldID); !strings.Contains(out, "Bob#"+bob.AgentCode) {
 		t.Fatalf("candidates: %s", out)
 	}
-	if out := run(t, h, alice.AppToken, "search", "trails", "--scope", "mixed"); !strings.Contains(out, "Trail Club") || !strings.Contains(out, "Bob#") {
+	if out := mustRun(t, h, alice.AppToken, "search", "trails", "--scope", "mixed"); !strings.Contains(out, "Trail Club") || !strings.Contains(out, "Bob#") {
 		t.Fatalf("search: %s", out)
 	}
 	var req client.ChatRequest
@@ -75,17 +70,17 @@ func TestSocialCLI(t *testing.T) {
 	if in.Counts.Filtered.PendingInbound != 1 || in.PendingRequests[0].ChatRequestID != req.ChatRequestID {
 		t.Fatalf("inbox %+v", in.Counts)
 	}
-	if out := run(t, h, bob.AppToken, "chat", "accept", req.ChatRequestID); !strings.Contains(out, "wait_for_sender_runtime_availability") {
+	if out := mustRun(t, h, bob.AppToken, "chat", "accept", req.ChatRequestID); !strings.Contains(out, "wait_for_sender_runtime_availability") {
 		t.Fatalf("accept: %s", out)
 	}
-	if out := run(t, h, alice.AppToken, "chat", "close", req.Conversation.SessionKey); !strings.Contains(out, "closed") {
+	if out := mustRun(t, h, alice.AppToken, "chat", "close", req.Conversation.SessionKey); !strings.Contains(out, "closed") {
 		t.Fatalf("close: %s", out)
 	}
 	runJSON(t, h, apptest.AdminToken, &in, "chat", "inbox", "--as", alice.AgentID)
 	if in.Counts.Global.Closed != 1 || in.Counts.Global.Chats != 1 {
 		t.Fatalf("admin --as inbox %+v", in.Counts.Global)
 	}
-	if out := run(t, h, alice.AppToken, "worlds", "close", w.WorldID); !strings.Contains(out, "closed") {
+	if out := mustRun(t, h, alice.AppToken, "worlds", "close", w.WorldID); !strings.Contains(out, "closed") {
 		t.Fatalf("close world: %s", out)
 	}
 }
