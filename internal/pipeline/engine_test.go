@@ -223,5 +223,3 @@ func readLines(t *testing.T, path string) []string {
 	}
 	return strings.Split(s, "\n")
 }
-
-

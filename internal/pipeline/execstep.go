@@ -32,14 +32,17 @@ var (
 )
 
 // startExec runs a local command for an exec step in its own goroutine,
+// (it is called from an after-commit hook, so it must neither block nor write)
 // renewing the step's lease while it runs and recording the result.
 func (e *Engine) startExec(l launch) {
 	key := attemptKey{l.execID, l.skillID, l.attempt}
 	e.mu.Lock()
 	if e.stopped {
 		e.mu.Unlock()
-		// Shutting down: release the step so it runs again after the restart.
-		e.settleExec(key, l, execResult{kind: resInterrupted})
+		// Shutting down. This runs in an after-commit hook and must not
+		// write; the lease expires and the step runs again elsewhere or
+		// after the restart.
+		e.log.Info("not starting exec step: engine stopped", "execution", l.execID, "skill", l.skillID, "attempt", l.attempt)
 		return
 	}
 	ctx, cancel := context.WithCancelCause(e.execCtx)
@@ -238,7 +241,10 @@ func (e *Engine) settleExec(key attemptKey, l launch, res execResult) {
 		}
 		switch {
 		case res.kind == resInterrupted:
+			// Released for the next scheduler pass (another node, or this
+			// hub after its restart); not re-dispatched by this stopping node.
 			r.interrupt(st, skillErr(CodeInterrupted, "the hub stopped while attempt %d of %s ran", st.Attempt, strings.Join(l.argv, " ")))
+			return r.save()
 		case res.err != nil:
 			r.failAttempt(st, res.err, "", res.retryable)
 		default:

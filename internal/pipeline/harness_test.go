@@ -88,7 +88,11 @@ func helper(mode string, args []string) int {
 		time.Sleep(time.Hour)
 		return 0
 	case "env":
-		return ok(map[string]any{"admin": os.Getenv("SWITCHBOARD_ADMIN_TOKEN"), "key": os.Getenv("SWITCHBOARD_IDEMPOTENCY_KEY")})
+		var names []string
+		for _, kv := range os.Environ() {
+			names = append(names, strings.SplitN(kv, "=", 2)[0])
+		}
+		return ok(map[string]any{"names": names, "key": os.Getenv("SWITCHBOARD_IDEMPOTENCY_KEY")})
 	}
 	return 2
 }

@@ -40,6 +40,11 @@ func (c *Checker) Parse(text []byte) *yaml.Node {
 			p := Problem{File: c.File, Field: "", Message: "invalid YAML: " + strings.TrimPrefix(line, "yaml: ")}
 			if m := yamlLineErr.FindStringSubmatch(line); m != nil {
 				n, _ := strconv.Atoi(m[1])
+				// yaml.v3 reports parser errors ("did not find expected …")
+				// with a 0-based line and scanner errors with a 1-based one.
+				if strings.HasPrefix(m[2], "did not find expected") {
+					n++
+				}
 				p.Line = n + c.LineOffset
 				p.Message = "invalid YAML: " + m[2]
 			}
