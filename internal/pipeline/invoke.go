@@ -93,12 +93,6 @@ func (e *Engine) invoke(ctx context.Context, req InvokeRequest) (string, error) 
 		if req.Caller != "" && req.Caller != parent.plan.Steps[req.SkillID].Skill.Run.Agent {
 			return protocol.Forbidden("not_assignee", fmt.Sprintf("step %s runs on %s; %s cannot invoke skills on its behalf", req.SkillID, parent.plan.Steps[req.SkillID].Skill.Run.Agent, req.Caller))
 		}
-		depth := parent.x.Depth + 1
-		if depth > e.opts.MaxDepth {
-			return &protocol.Error{Class: protocol.ClassInvalid, Code: "invocation_depth", Status: 422,
-				Message:    fmt.Sprintf("invoking %s would nest %d invocations deep; the limit is %d", req.Skill, depth, e.opts.MaxDepth),
-				NextAction: "do the work in this step instead of invoking another skill"}
-		}
 		chain, plans, err := e.chain(ctx, tx, parent, req.SkillID)
 		if err != nil {
 			return err
@@ -109,6 +103,12 @@ func (e *Engine) invoke(ctx context.Context, req InvokeRequest) (string, error) 
 			return &protocol.Error{Class: protocol.ClassInvalid, Code: "invocation_cycle", Status: 422,
 				Message:    fmt.Sprintf("invoking %s would form a cycle: %s", req.Skill, strings.Join(path, " → ")),
 				NextAction: "invoke a skill that is not already on the invocation chain"}
+		}
+		depth := parent.x.Depth + 1
+		if depth > e.opts.MaxDepth {
+			return &protocol.Error{Class: protocol.ClassInvalid, Code: "invocation_depth", Status: 422,
+				Message:    fmt.Sprintf("invoking %s would nest %d invocations deep; the limit is %d", req.Skill, depth, e.opts.MaxDepth),
+				NextAction: "do the work in this step instead of invoking another skill"}
 		}
 		s := findSkill(plans, req.Skill)
 		if s == nil {

@@ -54,21 +54,22 @@ func (e *Engine) HandleReply(ctx context.Context, env *protocol.Envelope) error 
 	if reqID == "" {
 		return protocol.Invalid("payload.requestId", "required: the id of the task.assign request this answers")
 	}
+	// Correlate on the read pool first, so refusals cost the writer nothing.
+	req, err := getRequest(ctx, e.db, reqID)
+	if err != nil {
+		return err
+	}
+	if req == nil {
+		return &protocol.Error{Class: protocol.ClassUnavailable, Code: "unknown_request", Status: 404,
+			Message: fmt.Sprintf("no pipeline task has request id %s (it may have been pruned)", reqID)}
+	}
+	if env.From.Agent != req.AgentID {
+		return protocol.Forbidden("not_assignee", fmt.Sprintf("task %s was assigned to %s; %s cannot answer it", reqID, req.AgentID, env.From.Agent))
+	}
 	duplicate := false
-	err := e.write(ctx, func(tx *store.Tx) error {
+	err = e.write(ctx, func(tx *store.Tx) error {
 		duplicate = false
 		now := e.clock.Now()
-		req, err := getRequest(ctx, tx, reqID)
-		if err != nil {
-			return err
-		}
-		if req == nil {
-			return &protocol.Error{Class: protocol.ClassUnavailable, Code: "unknown_request", Status: 404,
-				Message: fmt.Sprintf("no pipeline task has request id %s (it may have been pruned)", reqID)}
-		}
-		if env.From.Agent != req.AgentID {
-			return protocol.Forbidden("not_assignee", fmt.Sprintf("task %s was assigned to %s; %s cannot answer it", reqID, req.AgentID, env.From.Agent))
-		}
 		r, err := e.open(ctx, tx, req.ExecutionID, lockWait, now)
 		if err != nil {
 			return err
@@ -77,7 +78,8 @@ func (e *Engine) HandleReply(ctx context.Context, env *protocol.Envelope) error 
 			return protocol.NotFound("unknown_execution", fmt.Sprintf("execution %s no longer exists", req.ExecutionID))
 		}
 		// Re-read under the execution lock: a concurrent reply may have settled it.
-		if req, err = getRequest(ctx, tx, reqID); err != nil {
+		req, err := getRequest(ctx, tx, reqID)
+		if err != nil || req == nil {
 			return err
 		}
 		if req.SettledBy != "" && req.SettledBy == env.ID {
