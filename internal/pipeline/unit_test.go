@@ -159,3 +159,74 @@ func TestLoadSkillsDir(t *testing.T) {
 		}
 	})
 }
+
+// A versioned update of a row someone else changed first is refused
+// (errStale) and changes nothing; Engine.write retries such callbacks.
+func TestStaleWriteRefused(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := newHarness(t, db, nil)
+		ctx := context.Background()
+		x := h.submitInline("id: v\npipeline: [w]\n", `{}`, sk("w", "run: {agent: agt_w}"))
+		steps, err := getSteps(ctx, db, x.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stale := *steps[0]
+		xr, _ := h.e.getExec(ctx, db, x.ID, lockNone)
+		staleExec := *xr
+		h.answer(h.bus.waitTasks(t, "agt_w", 1)[0], `{"success": true}`) // bumps both versions
+		stale.Status = StatusFailed
+		staleExec.Status = StatusFailed
+		err = db.Write(ctx, func(tx *store.Tx) error { return updateStep(ctx, tx, &stale) })
+		if err != errStale {
+			t.Fatalf("stale step write: %v", err)
+		}
+		err = db.Write(ctx, func(tx *store.Tx) error { return updateExec(ctx, tx, &staleExec) })
+		if err != errStale {
+			t.Fatalf("stale execution write: %v", err)
+		}
+		if got := h.get(x.ID); got.Status != StatusCompleted || got.Steps[0].Status != StatusCompleted {
+			t.Fatalf("stale writes changed the state: %s %s", got.Status, got.Steps[0].Status)
+		}
+		calls := 0
+		err = h.e.write(ctx, func(tx *store.Tx) error {
+			calls++
+			if calls < 3 {
+				return errStale
+			}
+			return nil
+		})
+		if err != nil || calls != 3 {
+			t.Fatalf("write retried %d times: %v", calls, err)
+		}
+	})
+}
+
+// FuzzParseOutput: worker answers are untrusted. Parsing never panics,
+// and an accepted output is normalised idempotently.
+func FuzzParseOutput(f *testing.F) {
+	for _, s := range []string{
+		`{"success": true, "data": {"a": [1, 2]}, "metadata": {"processed_at": "2026-01-14T10:00:00Z", "duration_ms": 1, "records_count": 1}, "errors": []}`,
+		`{"success": false, "errors": [{"code": "X", "message": "m", "details": "d", "field": "f", "stack": "s"}]}`,
+		`{"success": true, "metadata": null, "errors": null}`, `[]`, `{"success": tru`, `{"success": true}{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	now := time.Date(2026, 1, 14, 10, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		norm, out, se := parseOutput(raw, 1<<16, now, time.Second)
+		if se != nil {
+			if se.Code != CodeMalformed && se.Code != CodeOutputTooBig || se.Message == "" {
+				t.Fatalf("bad error %+v", se)
+			}
+			return
+		}
+		if !json.Valid(norm) || (!out.Success && len(out.Errors) == 0) {
+			t.Fatalf("accepted an invalid output: %s", norm)
+		}
+		again, _, se := parseOutput(norm, 1<<16, now.Add(time.Hour), time.Minute)
+		if se != nil || string(again) != string(norm) {
+			t.Fatalf("normalisation is not idempotent:\n%s\n%s %+v", norm, again, se)
+		}
+	})
+}
