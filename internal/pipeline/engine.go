@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -342,17 +343,32 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// write runs fn in a store transaction, retrying a few times when a
-// versioned update found that someone else changed the row first.
+// write runs fn in a store transaction, retrying it when the transaction
+// lost a race: a versioned update found the row changed (errStale), two
+// group-committed batches on PostgreSQL deadlocked, or a concurrent
+// idempotent insert won (the retry then finds its row). fn must keep its
+// side effects inside the transaction (AfterCommit, the Bus) so a retry is
+// safe.
 func (e *Engine) write(ctx context.Context, fn func(tx *store.Tx) error) error {
 	var err error
 	for i := 0; i < 5; i++ {
 		err = e.db.Write(ctx, fn)
-		if !errors.Is(err, errStale) {
+		if !retryable(err) {
 			return err
 		}
 	}
 	return fmt.Errorf("pipeline: gave up after repeated concurrent updates: %w", err)
+}
+
+func retryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, errStale) || store.IsUniqueViolation(err) {
+		return true
+	}
+	s := err.Error()
+	return strings.Contains(s, "SQLSTATE 40P01") || strings.Contains(s, "SQLSTATE 40001") || strings.Contains(s, "deadlock detected")
 }
 
 // errStale is returned (and retried) when a versioned update matched no row.

@@ -230,3 +230,38 @@ func FuzzParseOutput(f *testing.F) {
 		}
 	})
 }
+
+// Concurrent submissions with one idempotency key create one execution.
+func TestConcurrentIdempotentSubmit(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		h := newHarness(t, db, nil)
+		req := SubmitRequest{Pipeline: []byte("id: i\npipeline: [w]\n"), Skills: []SkillFile{{Name: "w.md", Content: []byte(sk("w", "run: {agent: agt_w}"))}},
+			IdempotencyKey: "same"}
+		ids := make([]string, 8)
+		var wg sync.WaitGroup
+		for i := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				x, err := h.e.Submit(context.Background(), req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ids[i] = x.ID
+			}()
+		}
+		wg.Wait()
+		for _, id := range ids {
+			if id != ids[0] {
+				t.Fatalf("ids %v", ids)
+			}
+		}
+		if n := countRows(t, db, "pipeline_executions"); n != 1 {
+			t.Fatalf("%d executions", n)
+		}
+		if n := len(h.bus.tasks("agt_w")); n != 1 {
+			t.Fatalf("%d tasks", n)
+		}
+	})
+}
