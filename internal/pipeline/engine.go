@@ -29,6 +29,36 @@
 // waiting_input (an approval gate waiting for Resume), completed, failed,
 // skipped (its when condition was false), cancelled (in flight when the
 // execution failed or was cancelled).
+//
+// # Wiring
+//
+//	e, _ := pipeline.New(db, pipeline.Options{Bus: theBus})
+//	e.Start(ctx)
+//	defer e.Stop() // before db.Close()
+//
+// The bus calls HandleReply for response and error envelopes addressed to
+// SystemAgent, and HandleRequest for request envelopes addressed to it
+// (action skill.invoke). Everything else is called by the HTTP layer and
+// the CLI: Submit / Validate, Get, List, StateJSON, Events, EventLog, Wait,
+// Cancel, Resume, Invoke, Subscribe / Subscriptions / Unsubscribe, and the
+// registry calls PutSkill, GetSkill, ListSkills, DeleteSkill,
+// LoadSkillsDir. Every error they return for bad input is a
+// *protocol.Error; methods taking an owner treat "" as an administrator
+// who sees every owner's executions.
+//
+// # Agent steps on the wire
+//
+// A step whose skill has run.agent becomes a request envelope from
+// SystemAgent to that agent: payload {action: "task.assign", params:
+// {execution_id, skill_id, attempt, input, instructions}, deadline},
+// metadata {idempotencyKey: "<execution>:<skill>", executionId, skillId,
+// attempt, pipelineId}, ttl = the step timeout. The agent answers with a
+// response whose payload.requestId is the request's id and whose
+// payload.result is the standard output (see Output), or with an error
+// envelope. Exec steps get the same input as JSON on stdin, the same
+// identity in SWITCHBOARD_EXECUTION_ID, SWITCHBOARD_SKILL_ID,
+// SWITCHBOARD_ATTEMPT and SWITCHBOARD_IDEMPOTENCY_KEY, and print the
+// standard output on stdout.
 package pipeline
 
 import (

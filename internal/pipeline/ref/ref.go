@@ -82,6 +82,7 @@ type SyntaxError struct {
 	Reason string
 }
 
+// Error names the bad text and what is wrong with it.
 func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("bad reference %q: %s", e.Text, e.Reason)
 }

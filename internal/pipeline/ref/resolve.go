@@ -38,6 +38,7 @@ type Error struct {
 	Detail string
 }
 
+// Error names the field (when known), the reference and the reason.
 func (e *Error) Error() string {
 	var b strings.Builder
 	if e.Field != "" {
