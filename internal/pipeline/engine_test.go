@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -222,4 +223,47 @@ func readLines(t *testing.T, path string) []string {
 		return nil
 	}
 	return strings.Split(s, "\n")
+}
+
+// Stopping the hub while a command runs kills it and releases the step
+// without using up a retry; after the restart it runs again.
+func TestStopInterruptsExec(t *testing.T) {
+	storetest.EachDSN(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		db1, err := store.Open(ctx, dsn, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &harness{t: t, db: db1, bus: newFakeBus(), clk: newClock(), dir: t.TempDir()}
+		h.e = h.engine(nil)
+		runs := filepath.Join(h.dir, "runs.txt")
+		x := h.submitInline("id: stop\npipeline: [s]\n", `{}`, "---\nid: s\nrun: {exec: [\"@HELPER@\", pipeline-helper, hang-first, \""+runs+"\"], retries: 0, timeout: 1h}\n---\n")
+		deadline := time.Now().Add(20 * time.Second)
+		for len(readLines(t, runs)) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("command never started")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		h.e.Stop()
+		st := h.step(x.ID, "s")
+		if st.Status != StatusRetrying || st.Error.Code != CodeInterrupted || st.Attempt != 1 {
+			t.Fatalf("after stop: %s %+v", st.Status, st.Error)
+		}
+		pid, _ := strconv.Atoi(strings.Fields(readLines(t, runs)[0])[0])
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("command %d survived the shutdown", pid)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		db1.Close()
+
+		h2 := &harness{t: t, db: storetest.Open(t, dsn), bus: h.bus, clk: h.clk, dir: h.dir}
+		h2.e = h2.engine(nil)
+		h2.tick()
+		if got := h2.wait(x.ID); got.Status != StatusCompleted || got.Steps[0].Attempt != 2 {
+			t.Fatalf("%s attempt %d", got.Status, got.Steps[0].Attempt)
+		}
+	})
 }

@@ -63,6 +63,18 @@ func helper(mode string, args []string) int {
 		fmt.Fprintln(f, os.Getenv("SWITCHBOARD_IDEMPOTENCY_KEY"), os.Getenv("SWITCHBOARD_ATTEMPT"))
 		f.Close()
 		return ok(input)
+	case "hang-first":
+		// Records the run, then hangs on attempt 1 and succeeds afterwards.
+		f, err := os.OpenFile(args[0], os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return 2
+		}
+		fmt.Fprintln(f, os.Getpid(), os.Getenv("SWITCHBOARD_ATTEMPT"))
+		f.Close()
+		if os.Getenv("SWITCHBOARD_ATTEMPT") == "1" {
+			time.Sleep(time.Hour)
+		}
+		return ok(input)
 	case "big":
 		n, _ := strconv.Atoi(args[0])
 		os.Stdout.WriteString(`{"success": true, "data": "` + strings.Repeat("x", n) + `"}`)

@@ -8,16 +8,15 @@ import (
 	"time"
 
 	"github.com/switchboard-hub/switchboard/internal/pipeline/lint"
+	"github.com/switchboard-hub/switchboard/internal/pipeline/plan"
 	"github.com/switchboard-hub/switchboard/internal/pipeline/skill"
 	"github.com/switchboard-hub/switchboard/internal/protocol"
 	"github.com/switchboard-hub/switchboard/internal/store"
 )
 
-// SkillFile is a skill definition file sent with a request.
-type SkillFile struct {
-	Name    string `json:"name"`    // file name, for problem reports
-	Content []byte `json:"content"` // the Markdown file
-}
+// SkillFile is a skill definition file sent with a request (the Skills of
+// a plan.Bundle).
+type SkillFile = plan.SourceFile
 
 // SkillRecord is a registered skill.
 type SkillRecord struct {

@@ -31,9 +31,11 @@ package plan
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -250,4 +252,57 @@ func recordLines(c *lint.Checker, n *yaml.Node, path string, lines map[string]in
 			recordLines(c, x, fmt.Sprintf("%s.%d", path, i), lines, depth+1)
 		}
 	}
+}
+
+// SourceFile is a definition file sent to the hub by content.
+type SourceFile struct {
+	Name    string `json:"name"`    // path for problem reports, e.g. "skills/add.md"
+	Content []byte `json:"content"` // the file
+}
+
+// Bundle is a pipeline file with the skill files of its skills_dir: what a
+// client (`switchboard pipeline run FILE`) sends to a hub that cannot read
+// the client's disk. The hub ignores skills_dir in an inline submission and
+// uses Skills instead.
+type Bundle struct {
+	Pipeline []byte       `json:"pipeline"`
+	Skills   []SourceFile `json:"skills,omitempty"`
+}
+
+// ReadBundle reads the pipeline file at path and every skill file (*.md
+// except README.md) under its skills_dir. It does not validate them; the
+// hub reports every problem at submission.
+func ReadBundle(path string) (*Bundle, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	b := &Bundle{Pipeline: data}
+	f, _ := ParseFile("", data)
+	if f.SkillsDir == "" {
+		return b, nil
+	}
+	dir := f.SkillsDir
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(filepath.Dir(path), dir)
+	}
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || !strings.EqualFold(filepath.Ext(p), ".md") || strings.EqualFold(d.Name(), "README.md") {
+			return nil
+		}
+		content, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		b.Skills = append(b.Skills, SourceFile{Name: filepath.ToSlash(filepath.Join(f.SkillsDir, rel)), Content: content})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read skills_dir %s: %w", f.SkillsDir, err)
+	}
+	return b, nil
 }

@@ -229,3 +229,33 @@ func FuzzParseFile(f *testing.F) {
 		}
 	})
 }
+
+func TestReadBundle(t *testing.T) {
+	b, err := ReadBundle("testdata/dag/pipeline.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range b.Skills {
+		names = append(names, s.Name)
+	}
+	want := []string{"./skills/fetch.md", "./skills/left.md", "./skills/merge.md", "./skills/review.md", "./skills/right.md"}
+	for i := range want {
+		want[i] = filepath.ToSlash(filepath.Join("./skills", filepath.Base(want[i])))
+	}
+	if !reflect.DeepEqual(names, want) || !strings.HasPrefix(string(b.Pipeline), "id: fan") {
+		t.Fatalf("bundle %v", names)
+	}
+	// The bundle builds the same plan as the file on disk.
+	f, ps := ParseFile("", b.Pipeline)
+	skills := map[string]*skill.Skill{}
+	for _, sf := range b.Skills {
+		s, sps := skill.Parse(sf.Name, sf.Content)
+		ps = append(ps, sps...)
+		skills[s.ID] = s
+	}
+	p, bps := Build(f, skills)
+	if len(ps)+len(bps) > 0 || p.Steps["merge"].Upstream[1] != "right" {
+		t.Fatalf("%s %s", ps, bps)
+	}
+}
