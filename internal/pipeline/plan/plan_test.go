@@ -239,10 +239,7 @@ func TestReadBundle(t *testing.T) {
 	for _, s := range b.Skills {
 		names = append(names, s.Name)
 	}
-	want := []string{"./skills/fetch.md", "./skills/left.md", "./skills/merge.md", "./skills/review.md", "./skills/right.md"}
-	for i := range want {
-		want[i] = filepath.ToSlash(filepath.Join("./skills", filepath.Base(want[i])))
-	}
+	want := []string{"skills/fetch.md", "skills/left.md", "skills/merge.md", "skills/review.md", "skills/right.md"}
 	if !reflect.DeepEqual(names, want) || !strings.HasPrefix(string(b.Pipeline), "id: fan") {
 		t.Fatalf("bundle %v", names)
 	}
