@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ type Hub struct {
 	URL   string
 	Admin *client.Client
 	t     testing.TB
+	cfg   app.Config
 }
 
 // Options adjust a test hub's configuration before it starts.
@@ -66,11 +68,46 @@ func Start(t testing.TB, dsn string, opts ...Options) *Hub {
 		t.Fatalf("start hub: %v", err)
 	}
 	t.Cleanup(func() { a.Close() })
-	h := &Hub{App: a, URL: a.URL(), Admin: client.New(a.URL(), AdminToken), t: t}
+	h := &Hub{App: a, URL: a.URL(), Admin: client.New(a.URL(), AdminToken), t: t, cfg: cfg}
 	if err := h.Admin.WaitHealthy(ctx); err != nil {
 		t.Fatalf("hub not healthy: %v", err)
 	}
 	return h
+}
+
+// Restart stops the hub gracefully and starts the program again on the
+// same store, data directory and address, as an operator restarting
+// `switchboard serve` would. Clients keep working (sockets reconnect).
+func (h *Hub) Restart() {
+	h.t.Helper()
+	if err := h.App.Close(); err != nil {
+		h.t.Fatalf("stop hub: %v", err)
+	}
+	cfg := h.cfg
+	cfg.Addr = strings.TrimPrefix(h.URL, "http://")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, err := app.New(ctx, cfg)
+	if err != nil {
+		h.t.Fatalf("restart hub: %v", err)
+	}
+	// The old listener's port is free at once on Linux and macOS; allow a
+	// moment where it is not.
+	for attempt := 0; ; attempt++ {
+		if err = a.Start(); err == nil || attempt == 50 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		a.Close()
+		h.t.Fatalf("restart hub: %v", err)
+	}
+	h.t.Cleanup(func() { a.Close() })
+	h.App = a
+	if err := h.Admin.WaitHealthy(ctx); err != nil {
+		h.t.Fatalf("hub not healthy after restart: %v", err)
+	}
 }
 
 // Client returns a client for token.
