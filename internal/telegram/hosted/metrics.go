@@ -29,7 +29,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		tapAnswered: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "switchboard_telegram_tap_answer_seconds",
 			Help:    "Time from a button tap reaching the hub to its callback query being answered.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+			Buckets: []float64{.0005, .001, .002, .003, .005, .0075, .01, .015, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}),
 		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_telegram_api_errors_total",
