@@ -11,7 +11,10 @@ import (
 	"time"
 
 	"github.com/switchboard-hub/switchboard/client"
+	"github.com/switchboard-hub/switchboard/internal/app"
+	"github.com/switchboard-hub/switchboard/internal/clock"
 	"github.com/switchboard-hub/switchboard/internal/replyctl"
+	"github.com/switchboard-hub/switchboard/internal/store/storetest"
 	"github.com/switchboard-hub/switchboard/internal/telegram"
 	"github.com/switchboard-hub/switchboard/internal/telegram/tgfake"
 )
@@ -567,6 +570,38 @@ func TestResponseBecomesReply(t *testing.T) {
 		bad.ID = "resp-bad"
 		if _, err := w.rt.sock.Send(w.ctx, bad); err == nil || !strings.Contains(err.Error(), "parseMode") {
 			t.Fatalf("invalid result: %v", err)
+		}
+	})
+}
+
+// When buttons expire untapped, the sweep removes the keyboard and tells
+// the runtime (source timeout); a late tap is answered "expired".
+func TestExpirySweep(t *testing.T) {
+	storetest.EachDSN(t, func(t *testing.T, dsn string) {
+		clk := clock.NewFake(time.Now().UTC())
+		w := newWorld(t, dsn, "poll", func(c *app.Config) { c.Clock = clk })
+		res := w.reply(w.dm, client.TelegramReply{Text: "Answer."})
+		id := res.MessageIDs[0]
+		cont, _ := w.controls(w.dm, id)
+		clk.Advance(replyctl.DefaultTTL + time.Minute)
+		if err := w.hub.App.Telegram.Sweep(w.ctx); err != nil {
+			t.Fatalf("sweep: %v", err)
+		}
+		w.waitKeyboard(w.dm, id, "the expired keyboard to go", noKeyboard)
+		c := w.rt.waitChoice(t, func(c client.ReplyChoice) bool { return c.Conversation == res.Conversation })
+		if c.LastChoice != replyctl.ChoiceExpired || c.Source != replyctl.SourceTimeout || c.UserID != 0 || c.ReplyID != res.ReplyID {
+			t.Fatalf("pushed %+v", c)
+		}
+		if a := w.forge(w.dm, id, w.alice, cont); a.Text != en.ToastExpired {
+			t.Fatalf("late tap: %q", a.Text)
+		}
+		// A second sweep has nothing left to do.
+		if err := w.hub.App.Telegram.Sweep(w.ctx); err != nil {
+			t.Fatal(err)
+		}
+		w.typeText(w.dm, w.alice, "barrier", tgfake.MessageOpts{})
+		if n := len(w.rt.choices()); n != 1 {
+			t.Fatalf("%d choices pushed, want 1", n)
 		}
 	})
 }

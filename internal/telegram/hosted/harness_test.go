@@ -83,15 +83,15 @@ type world struct {
 	dm         tgfake.Chat
 }
 
-func newWorld(t *testing.T, dsn, mode string) *world {
+func newWorld(t *testing.T, dsn, mode string, opts ...apptest.Options) *world {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
 	w := &world{t: t, ctx: ctx, mode: mode, sleeps: &sleepRecorder{}}
-	w.hub = apptest.Start(t, dsn, func(c *app.Config) {
+	w.hub = apptest.Start(t, dsn, append([]apptest.Options{func(c *app.Config) {
 		c.Telegram = hosted.Tuning{PollTimeout: 5 * time.Second, ReconcileInterval: 200 * time.Millisecond,
 			SweepInterval: time.Hour, OutboxInterval: 200 * time.Millisecond, TelegramSleep: w.sleeps.sleep}
-	})
+	}}, opts...)...)
 	w.fake = tgfake.New()
 	t.Cleanup(w.fake.Close)
 	w.tg = w.fake.AddBot("reply_bot")
