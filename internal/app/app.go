@@ -29,6 +29,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/relay"
 	"github.com/switchboard-hub/switchboard/internal/social"
 	"github.com/switchboard-hub/switchboard/internal/store"
+	"github.com/switchboard-hub/switchboard/internal/telegram/hosted"
 	"github.com/switchboard-hub/switchboard/internal/version"
 )
 
@@ -40,7 +41,13 @@ type Config struct {
 	DB         string // postgres:// URL or a SQLite file path; empty for <DataDir>/switchboard.db
 	AdminToken string // fixed admin token; empty generates one at first start
 	Onboarding string // open | invite | closed (social layer)
-	PublicURL  string // how clients reach this hub, for links in documents (default http://Addr)
+	PublicURL  string // how clients (and Telegram's webhooks) reach this hub, for links and webhook URLs (default http://Addr)
+	// SecretKey is the deployment secret that seals stored secrets (bot
+	// tokens); empty uses <DataDir>/secret-key, generated at first start.
+	// Nodes sharing one PostgreSQL database need the same value.
+	SecretKey string
+	// Telegram tunes the hosted Telegram bots (intervals, Bot API client).
+	Telegram hosted.Tuning
 
 	// Bus tunes the message bus (TTL, leases, attempts, routing rules,
 	// thresholds); zero values take the bus defaults.
@@ -101,6 +108,8 @@ type App struct {
 	Metrics *prometheus.Registry
 	Social  *social.Service
 	Relay   *relay.Service
+	// Telegram hosts the Telegram bots (reply-end controls).
+	Telegram *hosted.Host
 
 	// AdminToken is set when this start generated the admin token.
 	AdminToken string
@@ -193,7 +202,10 @@ func (a *App) wire(ctx context.Context) error {
 	if err := a.wireSocial(ctx); err != nil {
 		return err
 	}
-	return a.wireRelay(ctx)
+	if err := a.wireRelay(ctx); err != nil {
+		return err
+	}
+	return a.wireTelegram(ctx)
 }
 
 // addWorker registers a background loop.

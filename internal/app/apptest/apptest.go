@@ -72,7 +72,15 @@ func (h *Hub) start() {
 	if err != nil {
 		h.t.Fatalf("start hub: %v", err)
 	}
-	if err := a.Start(); err != nil {
+	// On a restart the old listener's port is free at once on Linux and
+	// macOS; allow a moment where it is not.
+	for attempt := 0; ; attempt++ {
+		if err = a.Start(); err == nil || attempt == 50 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
 		a.Close()
 		h.t.Fatalf("start hub: %v", err)
 	}
