@@ -11,8 +11,8 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/telegram/tgfake"
 )
 
-// run executes the CLI with args against hub h and returns stdout and stderr.
-func run(t *testing.T, h *apptest.Hub, token string, args ...string) (string, string, error) {
+// runOutErr executes the CLI with args against hub h and returns stdout and stderr.
+func runOutErr(t *testing.T, h *apptest.Hub, token string, args ...string) (string, string, error) {
 	t.Helper()
 	root := newRoot()
 	var out, errOut bytes.Buffer
@@ -35,12 +35,12 @@ func TestTelegramCommands(t *testing.T) {
 	chat := tg.PrivateChat(alice)
 	ag, _ := h.NewAgent("runtime")
 
-	if _, _, err := run(t, h, apptest.AdminToken, "telegram", "add-bot", "--token-env", "SB_TEST_UNSET_TOKEN", "--agent", ag.ID); err == nil ||
+	if _, _, err := runOutErr(t, h, apptest.AdminToken, "telegram", "add-bot", "--token-env", "SB_TEST_UNSET_TOKEN", "--agent", ag.ID); err == nil ||
 		!strings.Contains(err.Error(), "SB_TEST_UNSET_TOKEN") {
 		t.Fatalf("add-bot with an unset variable: %v", err)
 	}
 	t.Setenv("SB_TEST_BOT_TOKEN", tg.Token)
-	out, errOut, err := run(t, h, apptest.AdminToken, "telegram", "add-bot", "--token-env", "SB_TEST_BOT_TOKEN",
+	out, errOut, err := runOutErr(t, h, apptest.AdminToken, "telegram", "add-bot", "--token-env", "SB_TEST_BOT_TOKEN",
 		"--agent", ag.ID, "--api-url", fake.URL())
 	if err != nil {
 		t.Fatalf("add-bot: %v\n%s", err, errOut)
@@ -53,7 +53,7 @@ func TestTelegramCommands(t *testing.T) {
 		t.Fatal("add-bot printed the token")
 	}
 
-	out, _, err = run(t, h, apptest.AdminToken, "--json", "telegram", "reply", botID, "--chat", "5001", "Done. Anything else?")
+	out, _, err = runOutErr(t, h, apptest.AdminToken, "--json", "telegram", "reply", botID, "--chat", "5001", "Done. Anything else?")
 	if err != nil {
 		t.Fatalf("reply: %v", err)
 	}
@@ -68,27 +68,27 @@ func TestTelegramCommands(t *testing.T) {
 		t.Fatalf("sent message %+v", m)
 	}
 
-	out, _, err = run(t, h, apptest.AdminToken, "telegram", "policy", botID, "--chat", "5001")
+	out, _, err = runOutErr(t, h, apptest.AdminToken, "telegram", "policy", botID, "--chat", "5001")
 	if err != nil || !strings.Contains(out, "lastChoice        none") || !strings.Contains(out, botID+":5001") {
 		t.Fatalf("policy: %q %v", out, err)
 	}
-	out, _, err = run(t, h, apptest.AdminToken, "--json", "telegram", "policy", "--key", botID+":5001")
+	out, _, err = runOutErr(t, h, apptest.AdminToken, "--json", "telegram", "policy", "--key", botID+":5001")
 	if err != nil || !strings.Contains(out, `"lastChoice": "none"`) {
 		t.Fatalf("policy --key: %q %v", out, err)
 	}
-	if _, _, err := run(t, h, apptest.AdminToken, "telegram", "policy", botID); err == nil {
+	if _, _, err := runOutErr(t, h, apptest.AdminToken, "telegram", "policy", botID); err == nil {
 		t.Fatal("policy without --chat must fail")
 	}
 
-	out, _, err = run(t, h, apptest.AdminToken, "telegram", "list")
+	out, _, err = runOutErr(t, h, apptest.AdminToken, "telegram", "list")
 	if err != nil || !strings.Contains(out, botID) || !strings.Contains(out, "@cli_bot") || !strings.Contains(out, ag.ID) {
 		t.Fatalf("list: %q %v", out, err)
 	}
-	out, _, err = run(t, h, apptest.AdminToken, "telegram", "remove", botID)
+	out, _, err = runOutErr(t, h, apptest.AdminToken, "telegram", "remove", botID)
 	if err != nil || !strings.Contains(out, "removed "+botID) {
 		t.Fatalf("remove: %q %v", out, err)
 	}
-	out, _, err = run(t, h, apptest.AdminToken, "--json", "telegram", "list")
+	out, _, err = runOutErr(t, h, apptest.AdminToken, "--json", "telegram", "list")
 	if err != nil || strings.TrimSpace(out) != "[]" {
 		t.Fatalf("list after remove: %q %v", out, err)
 	}
