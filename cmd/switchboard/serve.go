@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchboard-hub/switchboard/internal/app"
+	"github.com/switchboard-hub/switchboard/internal/httpapi"
 )
 
 func newServeCmd() *cobra.Command {
@@ -33,6 +34,11 @@ one of several nodes sharing a PostgreSQL database.`,
 			}
 			slog.SetDefault(logger)
 			cfg.Logger = logger
+			cfg.Limits.AgentBurst = int(2 * cfg.Limits.AgentRate)
+			cfg.Limits.IPRate, cfg.Limits.IPBurst = httpapi.DefaultLimits.IPRate, httpapi.DefaultLimits.IPBurst
+			if cfg.Limits.AgentRate <= 0 {
+				cfg.Limits.AgentRate, cfg.Limits.AgentBurst = 0, 0
+			}
 			cfg.Out = cmd.OutOrStdout()
 			a, err := app.New(cmd.Context(), cfg)
 			if err != nil {
@@ -60,6 +66,7 @@ one of several nodes sharing a PostgreSQL database.`,
 	f.IntVar(&cfg.Bus.MaxAttempts, "max-attempts", envInt("SWITCHBOARD_MAX_ATTEMPTS", 10), "deliveries of one message before it is dead-lettered (env SWITCHBOARD_MAX_ATTEMPTS)")
 	f.DurationVar(&cfg.Bus.DefaultTTL, "default-ttl", envDuration("SWITCHBOARD_DEFAULT_TTL", time.Hour), "TTL of envelopes that give none (env SWITCHBOARD_DEFAULT_TTL)")
 	f.DurationVar(&cfg.Bus.LeaseDuration, "lease", envDuration("SWITCHBOARD_LEASE", time.Minute), "how long a claimed delivery stays leased before redelivery (env SWITCHBOARD_LEASE)")
+	f.Float64Var(&cfg.Limits.AgentRate, "rate-limit", envFloat("SWITCHBOARD_RATE_LIMIT", httpapi.DefaultLimits.AgentRate), "API requests per second per agent (burst twice that; 0 disables) (env SWITCHBOARD_RATE_LIMIT)")
 	f.StringVar(&logFormat, "log-format", env("SWITCHBOARD_LOG_FORMAT", "auto"), "auto (text on a terminal, JSON otherwise), json or text (env SWITCHBOARD_LOG_FORMAT)")
 	f.StringVar(&logLevel, "log-level", env("SWITCHBOARD_LOG_LEVEL", "info"), "debug, info, warn or error (env SWITCHBOARD_LOG_LEVEL)")
 	return cmd
@@ -94,6 +101,13 @@ func envInt(name string, def int) int {
 
 func envDuration(name string, def time.Duration) time.Duration {
 	if v, err := time.ParseDuration(env(name, "")); err == nil {
+		return v
+	}
+	return def
+}
+
+func envFloat(name string, def float64) float64 {
+	if v, err := strconv.ParseFloat(env(name, ""), 64); err == nil {
 		return v
 	}
 	return def

@@ -54,6 +54,10 @@ type Config struct {
 	Bus bus.Config
 	// RoutingRulesFile is a JSON routing table laid over the default rules.
 	RoutingRulesFile string
+	// Limits are the API's request rate limits; the zero value means
+	// httpapi.DefaultLimits, and NoRateLimits turns them off (tests).
+	Limits       httpapi.Limits
+	NoRateLimits bool
 	// Relay tunes live conversations (caps, TTLs); zero values take defaults.
 	Relay relay.Config
 	// MonitorInterval is how often bus thresholds are evaluated (default 10s).
@@ -187,6 +191,12 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		WebSocket: a.Gateway,
 	})
 	a.API.AddReadiness("bus", a.Bus.ReadinessReason)
+	switch {
+	case cfg.NoRateLimits:
+		a.API.Router().SetLimits(httpapi.Limits{})
+	case cfg.Limits != (httpapi.Limits{}):
+		a.API.Router().SetLimits(cfg.Limits)
+	}
 	if err := a.wire(ctx); err != nil {
 		a.closeStore()
 		return nil, err

@@ -51,8 +51,11 @@ func Start(t testing.TB, dsn string, opts ...Options) *Hub {
 		DataDir:    dir,
 		AdminToken: AdminToken,
 		Onboarding: "open",
-		Logger:     testLogger(),
-		Out:        io.Discard,
+		// Tests drive agents far faster than any real one; rate limits
+		// have their own test.
+		NoRateLimits: true,
+		Logger:       testLogger(),
+		Out:          io.Discard,
 	}
 	cfg.DB = dsn
 	for _, o := range opts {
