@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/agent"
 	"github.com/switchboard-hub/switchboard/internal/bus"
 	"github.com/switchboard-hub/switchboard/internal/clock"
+	"github.com/switchboard-hub/switchboard/internal/console"
 	"github.com/switchboard-hub/switchboard/internal/gateway"
 	"github.com/switchboard-hub/switchboard/internal/httpapi"
 	"github.com/switchboard-hub/switchboard/internal/relay"
@@ -101,6 +102,7 @@ type App struct {
 	Metrics *prometheus.Registry
 	Social  *social.Service
 	Relay   *relay.Service
+	Console *console.Console
 
 	// AdminToken is set when this start generated the admin token.
 	AdminToken string
@@ -110,9 +112,12 @@ type App struct {
 	listener net.Listener
 	srv      *http.Server
 	workers  []worker
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	// onShutdown run when the server starts shutting down, before it
+	// waits for open requests (long-lived streams end through them).
+	onShutdown []func()
+	stopOnce   sync.Once
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
 }
 
 // worker is a background loop started with the server and stopped before
@@ -193,7 +198,10 @@ func (a *App) wire(ctx context.Context) error {
 	if err := a.wireSocial(ctx); err != nil {
 		return err
 	}
-	return a.wireRelay(ctx)
+	if err := a.wireRelay(ctx); err != nil {
+		return err
+	}
+	return a.wireConsole(ctx)
 }
 
 // addWorker registers a background loop.
@@ -215,6 +223,9 @@ func (a *App) Start() error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn),
+	}
+	for _, f := range a.onShutdown {
+		a.srv.RegisterOnShutdown(f)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
