@@ -48,12 +48,19 @@ func ParseDocument(doc string) *DocSection {
 		if ch, n := fenceOpen(line); n > 0 {
 			flush()
 			var body []string
+			closed := false
 			i++
 			for ; i < len(lines); i++ {
 				if fenceCloses(lines[i], ch, n) {
+					closed = true
 					break
 				}
 				body = append(body, lines[i])
+			}
+			if !closed {
+				for len(body) > 0 && strings.TrimSpace(body[len(body)-1]) == "" {
+					body = body[:len(body)-1]
+				}
 			}
 			cur.Blocks = append(cur.Blocks, DocBlock{Untrusted: true, Text: strings.Join(body, "\n")})
 			continue
