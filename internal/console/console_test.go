@@ -116,10 +116,10 @@ func signIn(t *testing.T, h *apptest.Hub, token string) *browser {
 // world is the cast of the authorization tests: Bob and Carol hold a
 // conversation; Y has a dead letter from X (one trace); Z is an outsider.
 type world struct {
-	bob, carol        social.Account
-	bobTok            string
-	chat              string
-	x, y, z           client.CreatedAgent
+	bob, carol         social.Account
+	bobTok             string
+	chat               string
+	x, y, z            client.CreatedAgent
 	dead, trace, msgID string
 }
 
