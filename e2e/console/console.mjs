@@ -78,6 +78,10 @@ try {
   if (!(await page.locator("details.doc").first().evaluate((d) => d.open))) throw new Error("a live update closed an open document");
   log("conversation ended live");
   await page.screenshot({ path: join(artifacts, "03-conversation-ended.png"), fullPage: true });
+  await page.getByRole("button", { name: "Collapse all" }).click();
+  if (await page.locator("details.doc[open]").count()) throw new Error("collapse all left documents open");
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.screenshot({ path: join(artifacts, "00-console.png") }); // the README's picture
 
   // Overview, by keyboard: the skip link is the first stop on a fresh page.
   await page.getByRole("link", { name: "Overview" }).click();
