@@ -160,7 +160,15 @@ func New(d Deps) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.static = http.StripPrefix(Prefix+"/static/", http.FileServerFS(sub))
+	files := http.StripPrefix(Prefix+"/static/", http.FileServerFS(sub))
+	c.static = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r) // no directory listings
+			return
+		}
+		w.Header().Set("Cache-Control", "no-cache")
+		files.ServeHTTP(w, r)
+	})
 	c.routes()
 	return c, nil
 }

@@ -121,6 +121,7 @@ type world struct {
 	chat               string
 	x, y, z            client.CreatedAgent
 	dead, trace, msgID string
+	worldID            string
 }
 
 func activate(t *testing.T, h *apptest.Hub, name string) (client.Activation, *client.Client) {
@@ -150,6 +151,12 @@ func setup(t *testing.T, h *apptest.Hub) world {
 		t.Fatalf("chat request: %+v %v", req, err)
 	}
 	w.chat = req.ChatRequestID
+	name, text := "Bob's club", "Runs on Sundays."
+	wd, err := bc.CreateWorld(ctx, client.WorldInput{DisplayName: &name, WorldContextText: &text, ParticipantContextText: &text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.worldID = wd.WorldID
 
 	var xc, yc *client.Client
 	w.x, xc = h.NewAgent("X")
@@ -176,6 +183,15 @@ func oneAttempt(c *app.Config) { c.Bus.MaxAttempts = 1 }
 func TestSignIn(t *testing.T) {
 	h := apptest.Start(t, "")
 	b := newBrowser(t, h)
+	if p := b.get("/console"); p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/" {
+		t.Fatalf("/console: %d %s", p.status, p.header.Get("Location"))
+	}
+	if p := b.get("/console/static/console.css"); p.status != 200 || !strings.HasPrefix(p.header.Get("Content-Type"), "text/css") {
+		t.Fatalf("stylesheet: %d %s", p.status, p.header.Get("Content-Type"))
+	}
+	if p := b.get("/console/static/"); p.status != 404 {
+		t.Fatalf("static directory listing: %d", p.status)
+	}
 	if p := b.get("/console/agents"); p.status != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), "/console/sign-in?next=") {
 		t.Fatalf("signed-out page: %d %s", p.status, p.header.Get("Location"))
 	}
@@ -264,6 +280,7 @@ func TestAuthorization(t *testing.T) {
 			"/console/dead-letters/" + w.dead + "/replay",
 			"/console/agents/" + w.y.ID,
 			"/console/agents/" + w.bob.AgentID,
+			"/console/worlds/" + w.worldID,
 		}
 		for _, path := range others {
 			if p := z.get(path); p.status != 404 {
@@ -301,6 +318,12 @@ func TestAuthorization(t *testing.T) {
 		if p := bob.get("/console/conversations"); !strings.Contains(p.body, w.chat) {
 			t.Error("Bob's conversation list misses his chat")
 		}
+		if p := bob.get("/console/worlds/" + w.worldID); p.status != 200 || !strings.Contains(p.body, "Pending requests") {
+			t.Errorf("Bob's world: %d", p.status)
+		}
+		if p := bob.get("/console/worlds"); !strings.Contains(p.body, w.worldID) {
+			t.Error("Bob's world list misses his world")
+		}
 		y := signIn(t, h, w.y.Token)
 		for _, path := range []string{"/console/traces/" + w.trace, "/console/deliveries/" + w.dead, "/console/dead-letters/" + w.dead, "/console/agents/" + w.y.ID} {
 			if p := y.get(path); p.status != 200 {
@@ -315,7 +338,7 @@ func TestAuthorization(t *testing.T) {
 		}
 
 		admin := signIn(t, h, apptest.AdminToken)
-		for _, path := range append(others, "/console/", "/console/agents", "/console/conversations", "/console/worlds", "/console/traces",
+		for _, path := range append(others[2:], "/console/conversations/"+w.chat, "/console/", "/console/agents", "/console/conversations", "/console/worlds", "/console/traces",
 			"/console/dead-letters", "/console/pipelines", "/console/telegram") {
 			if p := admin.get(path); p.status != 200 {
 				t.Errorf("admin opened %s: %d\n%s", path, p.status, p.body)

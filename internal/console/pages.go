@@ -417,12 +417,13 @@ func (c *Console) loadWorld(ctx context.Context, v *viewer, r *http.Request) (an
 	if v.Admin || w.OwnerAgentID == v.AgentID || (w.ViewerMembership != nil && w.ViewerMembership.Role == social.RoleAdmin) {
 		status = "all"
 	}
+	// An invited (not yet active) member sees the world but not its people.
 	ms, err := c.d.Social.WorldMembers(ctx, c.actor(v), id, social.MemberListInput{Status: status})
-	if err != nil {
+	if err != nil && protocol.CodeOf(err) != "world_membership_required" {
 		return nil, err
 	}
 	pend, err := c.d.Social.WorldPendingRequests(ctx, c.actor(v), id, 100)
-	if err != nil {
+	if err != nil && protocol.CodeOf(err) != "world_membership_required" {
 		return nil, err
 	}
 	ids := []string{w.OwnerAgentID}

@@ -61,10 +61,18 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request, name string, lo
 	keepAlive := time.Now()
 	for {
 		// The session may have ended since the last tick.
-		if cur, err := c.sessionByHash(ctx, v.idHash); ctx.Err() == nil && (err != nil || cur == nil) {
+		cur, err := c.sessionByHash(ctx, v.idHash)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil && cur == nil {
 			fmt.Fprint(w, "event: end\ndata: signed out\n\n")
 			rc.Flush()
 			return
+		}
+		if err != nil {
+			// A passing store error: try again at the next tick.
+			c.d.Log.Warn("console: session check failed", "err", err)
 		}
 		data, err := first, error(nil)
 		if first != nil {
