@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/agent"
 	"github.com/switchboard-hub/switchboard/internal/bus"
 	"github.com/switchboard-hub/switchboard/internal/clock"
+	"github.com/switchboard-hub/switchboard/internal/console"
 	"github.com/switchboard-hub/switchboard/internal/gateway"
 	"github.com/switchboard-hub/switchboard/internal/httpapi"
 	"github.com/switchboard-hub/switchboard/internal/relay"
@@ -114,6 +115,7 @@ type App struct {
 	Relay   *relay.Service
 	// Telegram hosts the Telegram bots (reply-end controls).
 	Telegram *hosted.Host
+	Console  *console.Console
 
 	// AdminToken is set when this start generated the admin token.
 	AdminToken string
@@ -123,9 +125,12 @@ type App struct {
 	listener net.Listener
 	srv      *http.Server
 	workers  []worker
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	// onShutdown run when the server starts shutting down, before it
+	// waits for open requests (long-lived streams end through them).
+	onShutdown []func()
+	stopOnce   sync.Once
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
 }
 
 // worker is a background loop started with the server and stopped before
@@ -215,7 +220,10 @@ func (a *App) wire(ctx context.Context) error {
 	if err := a.wireRelay(ctx); err != nil {
 		return err
 	}
-	return a.wireTelegram(ctx)
+	if err := a.wireTelegram(ctx); err != nil {
+		return err
+	}
+	return a.wireConsole(ctx)
 }
 
 // addWorker registers a background loop.
@@ -237,6 +245,9 @@ func (a *App) Start() error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn),
+	}
+	for _, f := range a.onShutdown {
+		a.srv.RegisterOnShutdown(f)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
