@@ -49,7 +49,7 @@ func TestTelegramPage(t *testing.T) {
 	}
 
 	admin := signIn(t, h, apptest.AdminToken)
-	if p := admin.get("/console/telegram"); p.status != 200 || !strings.Contains(p.body, "No bots configured") || !strings.Contains(p.body, "4243") {
+	if p := admin.get("/console/telegram"); p.status != 200 || !strings.Contains(p.body, "No bots") || !strings.Contains(p.body, "4243") {
 		t.Fatalf("without bots: %d\n%s", p.status, p.body)
 	}
 	h.App.Console.SetBots(fakeBots{{ID: "bot_yyy", AgentID: y.ID, Username: "y_helper_bot", Mode: "poll", CreatedAt: time.Now()},
