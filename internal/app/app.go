@@ -21,11 +21,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/switchboard-hub/switchboard/internal/a2a"
 	"github.com/switchboard-hub/switchboard/internal/agent"
 	"github.com/switchboard-hub/switchboard/internal/bus"
 	"github.com/switchboard-hub/switchboard/internal/clock"
 	"github.com/switchboard-hub/switchboard/internal/gateway"
 	"github.com/switchboard-hub/switchboard/internal/httpapi"
+	"github.com/switchboard-hub/switchboard/internal/mcpserver"
 	"github.com/switchboard-hub/switchboard/internal/relay"
 	"github.com/switchboard-hub/switchboard/internal/social"
 	"github.com/switchboard-hub/switchboard/internal/store"
@@ -51,6 +53,9 @@ type Config struct {
 	Relay relay.Config
 	// MonitorInterval is how often bus thresholds are evaluated (default 10s).
 	MonitorInterval time.Duration
+	// A2A tunes the Agent2Agent surface (wait for offline agents, caller
+	// rate limits, push notification targets); zero values take defaults.
+	A2A a2a.Config
 
 	Logger *slog.Logger
 	Clock  clock.Clock
@@ -101,6 +106,8 @@ type App struct {
 	Metrics *prometheus.Registry
 	Social  *social.Service
 	Relay   *relay.Service
+	A2A     *a2a.Service
+	MCP     *mcpserver.Server
 
 	// AdminToken is set when this start generated the admin token.
 	AdminToken string
@@ -193,7 +200,13 @@ func (a *App) wire(ctx context.Context) error {
 	if err := a.wireSocial(ctx); err != nil {
 		return err
 	}
-	return a.wireRelay(ctx)
+	if err := a.wireRelay(ctx); err != nil {
+		return err
+	}
+	if err := a.wireA2A(ctx); err != nil {
+		return err
+	}
+	return a.wireMCP(ctx)
 }
 
 // addWorker registers a background loop.
