@@ -38,7 +38,9 @@ type callerKey struct{}
 
 // authInterceptor hands the caller authenticated by the HTTP layer to the
 // SDK, which scopes tasks and push configs by it.
-type authInterceptor struct{ a2asrv.PassthroughCallInterceptor }
+type authInterceptor struct {
+	a2asrv.PassthroughCallInterceptor
+}
 
 func (authInterceptor) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2asrv.Request) (context.Context, any, error) {
 	c, ok := ctx.Value(callerKey{}).(Caller)
@@ -132,8 +134,20 @@ func hubURL(r *http.Request) string {
 }
 
 // ServeCard serves GET /a2a/agents/{agentId}/.well-known/agent-card.json:
-// the card in a form both A2A 1.0 and 0.3 clients read. It is public.
+// the A2A 1.0 card. It is public.
 func (s *Service) ServeCard(w http.ResponseWriter, r *http.Request) {
+	card, err := s.Card(r.Context(), hubURL(r), r.PathValue("agentId"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	a2asrv.NewStaticAgentCardHandler(card).ServeHTTP(w, r)
+}
+
+// ServeLegacyCard serves the card in the union form A2A 0.3 clients read
+// (url, preferredTransport and 0.3 security schemes, next to the 1.0
+// fields) under the 0.3 endpoint: .../v0.3/.well-known/agent-card.json.
+func (s *Service) ServeLegacyCard(w http.ResponseWriter, r *http.Request) {
 	card, err := s.Card(r.Context(), hubURL(r), r.PathValue("agentId"))
 	if err != nil {
 		writeError(w, err)

@@ -121,8 +121,10 @@ func (s *Server) MountA2A(svc *a2a.Service) {
 		return func(w http.ResponseWriter, r *http.Request) error { f(w, r); return nil }
 	}
 	const base = "/a2a/agents/{agentId}"
-	rt.Handle(Op{Method: "GET", Path: base + "/.well-known/agent-card.json", Summary: "A2A Agent Card of an enabled agent (readable by A2A 1.0 and 0.3 clients)",
+	rt.Handle(Op{Method: "GET", Path: base + "/.well-known/agent-card.json", Summary: "A2A 1.0 Agent Card of an enabled agent (its interfaces and bearer scheme)",
 		Tag: "a2a", Auth: AuthPublic, Raw: true}, raw(svc.ServeCard))
+	rt.Handle(Op{Method: "GET", Path: base + a2a.LegacyPath + "/.well-known/agent-card.json", Summary: "The same card in the form A2A 0.3 clients read (url points at the 0.3 endpoint)",
+		Tag: "a2a", Auth: AuthPublic, Raw: true}, raw(svc.ServeLegacyCard))
 	rt.Handle(Op{Method: "POST", Path: base, Summary: "A2A 1.0 JSON-RPC endpoint (SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, push configs); bearer caller token",
 		Tag: "a2a", Auth: AuthPublic, Raw: true, MaxBody: 4 << 20}, raw(svc.ServeJSONRPC))
 	rt.Handle(Op{Method: "POST", Path: base + a2a.LegacyPath, Summary: "A2A 0.3 JSON-RPC endpoint for older clients; bearer caller token",
