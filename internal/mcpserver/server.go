@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -138,10 +139,15 @@ type Result struct {
 	Result     any    `json:"result,omitempty"`
 }
 
+// schemaOptions map raw JSON arguments (params, input) to JSON objects.
+var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+	reflect.TypeFor[json.RawMessage](): {Type: "object"},
+}}
+
 // define builds a tool whose input schema is generated from In. enums pins
 // the allowed values of string properties (e.g. "action").
 func define[In any](name, desc string, enums map[string][]string, h func(ctx context.Context, agentID string, in In) (Result, error)) *toolDef {
-	sch, err := jsonschema.For[In](nil)
+	sch, err := jsonschema.For[In](schemaOptions)
 	if err != nil {
 		panic(fmt.Sprintf("mcpserver: schema of %s: %v", name, err))
 	}
