@@ -106,6 +106,7 @@ func runNode(t *testing.T, dir, script string, env []string) string {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("node %s: %v\n%s", script, err, out.String())
 	}
+	t.Logf("node %s:\n%s", script, out.String())
 	return out.String()
 }
 
