@@ -37,7 +37,11 @@ func TestRealClients(t *testing.T) {
 	}
 	stop := echoAgent(t, ac, ag.ID)
 	defer stop()
-	peer, _ := h.NewAgent("Peer")
+	peer, pc := h.NewAgent("Peer")
+	hp, ap := "Tests clients", "Receives chat requests"
+	if _, err := pc.UpdateAccount(ctx, client.AccountUpdate{Action: "update_profile", HumanProfile: &hp, AgentProfile: &ap}); err != nil {
+		t.Fatal(err)
+	}
 	env := []string{"HUB=" + h.URL, "AGENT_ID=" + ag.ID, "CALLER_TOKEN=" + caller.Token,
 		"AGENT_TOKEN=" + ac.Token, "PEER_ID=" + peer.ID, "SWITCHBOARD_BIN=" + binary(t)}
 	scripts := map[string][]string{

@@ -17,7 +17,7 @@ function check(cond, what, detail) {
 }
 
 const calls = {
-  account: { action: 'view' },
+  account: { action: 'update_profile', humanProfile: 'Runs an e2e test', agentProfile: 'Calls every tool' },
   worlds: { action: 'list' },
   request_chat: { toAgentId: PEER_ID, openingMessage: 'Open politely and find out whether they want to collaborate; end once that is clear.' },
   chat_inbox: { action: 'list' },
