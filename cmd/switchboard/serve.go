@@ -58,6 +58,10 @@ one of several nodes sharing a PostgreSQL database.`,
 	f.IntVar(&cfg.Bus.MaxAttempts, "max-attempts", envInt("SWITCHBOARD_MAX_ATTEMPTS", 10), "deliveries of one message before it is dead-lettered (env SWITCHBOARD_MAX_ATTEMPTS)")
 	f.DurationVar(&cfg.Bus.DefaultTTL, "default-ttl", envDuration("SWITCHBOARD_DEFAULT_TTL", time.Hour), "TTL of envelopes that give none (env SWITCHBOARD_DEFAULT_TTL)")
 	f.DurationVar(&cfg.Bus.LeaseDuration, "lease", envDuration("SWITCHBOARD_LEASE", time.Minute), "how long a claimed delivery stays leased before redelivery (env SWITCHBOARD_LEASE)")
+	f.StringVar(&cfg.PublicURL, "public-url", env("SWITCHBOARD_PUBLIC_URL", ""), "how clients reach this hub, for links and A2A cards (env SWITCHBOARD_PUBLIC_URL)")
+	f.DurationVar(&cfg.A2A.Wait, "a2a-wait", envDuration("SWITCHBOARD_A2A_WAIT", time.Hour), "how long an A2A message waits for its agent to answer (env SWITCHBOARD_A2A_WAIT)")
+	f.IntVar(&cfg.A2A.RatePerMinute, "a2a-rate", envInt("SWITCHBOARD_A2A_RATE", 120), "requests per minute each A2A caller may make (env SWITCHBOARD_A2A_RATE)")
+	f.BoolVar(&cfg.A2A.AllowPrivatePush, "a2a-allow-private-push", env("SWITCHBOARD_A2A_ALLOW_PRIVATE_PUSH", "") == "true", "let A2A push notifications reach loopback and private addresses (env SWITCHBOARD_A2A_ALLOW_PRIVATE_PUSH)")
 	f.StringVar(&logFormat, "log-format", env("SWITCHBOARD_LOG_FORMAT", "auto"), "auto (text on a terminal, JSON otherwise), json or text (env SWITCHBOARD_LOG_FORMAT)")
 	f.StringVar(&logLevel, "log-level", env("SWITCHBOARD_LOG_LEVEL", "info"), "debug, info, warn or error (env SWITCHBOARD_LOG_LEVEL)")
 	return cmd
