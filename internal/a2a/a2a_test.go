@@ -664,10 +664,7 @@ func TestUnansweredTaskFailsAfterWait(t *testing.T) {
 // A restart while the agent works: the answer that arrives afterwards is
 // applied by the sweeper, and the caller sees the task complete.
 func TestAnswerAfterRestartCompletesTask(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for the orphan grace period")
-	}
-	h := apptest.Start(t, "", withA2A(sba2a.Config{Wait: time.Minute, SweepInterval: 200 * time.Millisecond}))
+	h := apptest.Start(t, "", withA2A(sba2a.Config{Wait: time.Minute, SweepInterval: 200 * time.Millisecond, OrphanGrace: time.Second}))
 	f := setup(t, h)
 	c := f.client(t, "JSONRPC")
 	task := send(t, c, userMsg("slow job"), &a2a.SendMessageConfig{ReturnImmediately: true})

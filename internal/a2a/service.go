@@ -75,6 +75,11 @@ type Config struct {
 	// SweepInterval is how often answers that no live execution picked up
 	// (after a restart) are applied to their tasks (default 5s).
 	SweepInterval time.Duration
+	// OrphanGrace is how long an answer (or a passed deadline) waits for the
+	// live execution that should apply it before the sweeper does (default
+	// 10s). A live execution applies it within a second, so only answers
+	// whose execution died with a restart wait that long.
+	OrphanGrace time.Duration
 	// PublicURL is the base URL clients use to reach the hub; the card's
 	// interface URLs are built from it (default: the request's host).
 	PublicURL string
@@ -97,6 +102,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.SweepInterval <= 0 {
 		c.SweepInterval = 5 * time.Second
+	}
+	if c.OrphanGrace <= 0 {
+		c.OrphanGrace = 10 * time.Second
 	}
 	if c.Version == "" {
 		c.Version = "dev"

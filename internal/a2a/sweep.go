@@ -9,12 +9,6 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/store"
 )
 
-// orphanGrace is how long an answer (or a passed deadline) may wait for the
-// live execution that should apply it before the sweeper applies it: a
-// live execution applies it within a second, so only answers whose
-// execution died with a restart are left that long.
-const orphanGrace = 10 * time.Second
-
 // Run applies, until ctx ends, the answers and deadlines of requests whose
 // execution is gone (the hub restarted while the agent was working or
 // offline), so the caller still sees the task complete or fail.
@@ -35,7 +29,7 @@ func (s *Service) Run(ctx context.Context) {
 
 // Sweep runs one pass of Run and returns how many tasks it settled.
 func (s *Service) Sweep(ctx context.Context) (int, error) {
-	cutoff := store.Millis(s.clock.Now().Add(-orphanGrace))
+	cutoff := store.Millis(s.clock.Now().Add(-s.cfg.OrphanGrace))
 	rows, err := s.db.Query(ctx, `SELECT request_id, agent_id, task_id FROM a2a_requests
 		WHERE applied = ? AND ((answered_at > 0 AND answered_at <= ?) OR deadline_at <= ?) ORDER BY created_at LIMIT 100`, false, cutoff, cutoff)
 	if err != nil {
