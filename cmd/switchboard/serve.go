@@ -59,7 +59,7 @@ one of several nodes sharing a PostgreSQL database.`,
 	f.StringVar(&cfg.DataDir, "data", env("SWITCHBOARD_DATA", ".switchboard"), "data directory (env SWITCHBOARD_DATA)")
 	f.StringVar(&cfg.DB, "db", env("SWITCHBOARD_DB", ""), "postgres:// URL; empty uses SQLite in the data directory (env SWITCHBOARD_DB)")
 	f.StringVar(&cfg.AdminToken, "admin-token", env("SWITCHBOARD_ADMIN_TOKEN", ""), "admin token; empty generates one at first start (env SWITCHBOARD_ADMIN_TOKEN)")
-	f.StringVar(&cfg.PublicURL, "public-url", env("SWITCHBOARD_PUBLIC_URL", ""), "URL the outside world reaches this hub at, e.g. https://hub.example.com; Telegram webhooks are registered under it (env SWITCHBOARD_PUBLIC_URL; default the listen address)")
+	f.StringVar(&cfg.PublicURL, "public-url", env("SWITCHBOARD_PUBLIC_URL", ""), "URL the outside world reaches this hub at, e.g. https://hub.example.com; Telegram webhooks and A2A cards use it (env SWITCHBOARD_PUBLIC_URL; default the listen address)")
 	f.StringVar(&cfg.SecretKey, "secret-key", env("SWITCHBOARD_SECRET_KEY", ""), "deployment secret sealing stored bot tokens, at least 16 characters; same on every node (env SWITCHBOARD_SECRET_KEY; default a key generated in the data directory)")
 	f.StringVar(&cfg.Onboarding, "onboarding", env("SWITCHBOARD_ONBOARDING", "invite"), "who may self-register agents: open, invite or closed (env SWITCHBOARD_ONBOARDING)")
 	f.StringVar(&cfg.RoutingRulesFile, "routing-rules", env("SWITCHBOARD_ROUTING_RULES", ""), "JSON file of tier routing rules laid over the defaults, e.g. {\"pm->pm\": \"any\"} (env SWITCHBOARD_ROUTING_RULES)")
@@ -67,6 +67,9 @@ one of several nodes sharing a PostgreSQL database.`,
 	f.DurationVar(&cfg.Bus.DefaultTTL, "default-ttl", envDuration("SWITCHBOARD_DEFAULT_TTL", time.Hour), "TTL of envelopes that give none (env SWITCHBOARD_DEFAULT_TTL)")
 	f.DurationVar(&cfg.Bus.LeaseDuration, "lease", envDuration("SWITCHBOARD_LEASE", time.Minute), "how long a claimed delivery stays leased before redelivery (env SWITCHBOARD_LEASE)")
 	f.Float64Var(&cfg.Limits.AgentRate, "rate-limit", envFloat("SWITCHBOARD_RATE_LIMIT", httpapi.DefaultLimits.AgentRate), "API requests per second per agent (burst twice that; 0 disables) (env SWITCHBOARD_RATE_LIMIT)")
+	f.DurationVar(&cfg.A2A.Wait, "a2a-wait", envDuration("SWITCHBOARD_A2A_WAIT", time.Hour), "how long an A2A message waits for its agent to answer (env SWITCHBOARD_A2A_WAIT)")
+	f.IntVar(&cfg.A2A.RatePerMinute, "a2a-rate", envInt("SWITCHBOARD_A2A_RATE", 120), "requests per minute each A2A caller may make (env SWITCHBOARD_A2A_RATE)")
+	f.BoolVar(&cfg.A2A.AllowPrivatePush, "a2a-allow-private-push", env("SWITCHBOARD_A2A_ALLOW_PRIVATE_PUSH", "") == "true", "let A2A push notifications reach loopback and private addresses (env SWITCHBOARD_A2A_ALLOW_PRIVATE_PUSH)")
 	f.StringVar(&logFormat, "log-format", env("SWITCHBOARD_LOG_FORMAT", "auto"), "auto (text on a terminal, JSON otherwise), json or text (env SWITCHBOARD_LOG_FORMAT)")
 	f.StringVar(&logLevel, "log-level", env("SWITCHBOARD_LOG_LEVEL", "info"), "debug, info, warn or error (env SWITCHBOARD_LOG_LEVEL)")
 	return cmd

@@ -21,12 +21,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/switchboard-hub/switchboard/internal/a2a"
 	"github.com/switchboard-hub/switchboard/internal/agent"
 	"github.com/switchboard-hub/switchboard/internal/bus"
 	"github.com/switchboard-hub/switchboard/internal/clock"
 	"github.com/switchboard-hub/switchboard/internal/console"
 	"github.com/switchboard-hub/switchboard/internal/gateway"
 	"github.com/switchboard-hub/switchboard/internal/httpapi"
+	"github.com/switchboard-hub/switchboard/internal/mcpserver"
 	"github.com/switchboard-hub/switchboard/internal/relay"
 	"github.com/switchboard-hub/switchboard/internal/social"
 	"github.com/switchboard-hub/switchboard/internal/store"
@@ -63,6 +65,9 @@ type Config struct {
 	Relay relay.Config
 	// MonitorInterval is how often bus thresholds are evaluated (default 10s).
 	MonitorInterval time.Duration
+	// A2A tunes the Agent2Agent surface (wait for offline agents, caller
+	// rate limits, push notification targets); zero values take defaults.
+	A2A a2a.Config
 
 	Logger *slog.Logger
 	Clock  clock.Clock
@@ -116,6 +121,8 @@ type App struct {
 	// Telegram hosts the Telegram bots (reply-end controls).
 	Telegram *hosted.Host
 	Console  *console.Console
+	A2A      *a2a.Service
+	MCP      *mcpserver.Server
 
 	// AdminToken is set when this start generated the admin token.
 	AdminToken string
@@ -223,6 +230,13 @@ func (a *App) wire(ctx context.Context) error {
 	if err := a.wireTelegram(ctx); err != nil {
 		return err
 	}
+	if err := a.wireA2A(ctx); err != nil {
+		return err
+	}
+	if err := a.wireMCP(ctx); err != nil {
+		return err
+	}
+	// The console reads every other subsystem: wire it last.
 	return a.wireConsole(ctx)
 }
 
