@@ -65,6 +65,12 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*DB, error) {
 	read.SetMaxOpenConns(opts.ReadConns)
 	read.SetMaxIdleConns(opts.ReadConns)
 	db := newDB(SQLite, write, read, opts)
+	if db.wconn, err = write.Conn(ctx); err != nil {
+		write.Close()
+		read.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	db.stmts = map[string]*sql.Stmt{}
 	db.startWriters(1)
 	return db, nil
 }
