@@ -149,6 +149,7 @@ type Conn struct {
 	imu      sync.Mutex
 	inflight map[string]time.Time // deliveryId → lease end
 	kick     chan struct{}
+	freed    chan struct{}
 	lastSeen atomic.Int64
 	closed   atomic.Bool
 }
@@ -173,12 +174,17 @@ func (c *Conn) Event(name string, data any) error {
 }
 
 // Settled tells the pump a delivery of this connection is done, freeing a
-// prefetch slot.
+// prefetch slot. The pump claims into the slot only when deliveries may be
+// waiting (see pump): most acks leave nothing to claim, and an empty claim
+// still costs a write.
 func (c *Conn) Settled(deliveryID string) {
 	c.imu.Lock()
 	delete(c.inflight, deliveryID)
 	c.imu.Unlock()
-	c.Kick()
+	select {
+	case c.freed <- struct{}{}:
+	default:
+	}
 }
 
 // Kick asks the pump to look for deliveries now.
@@ -260,7 +266,7 @@ func (g *Gateway) serve(ws *websocket.Conn) {
 	cctx, ccancel := context.WithCancel(context.Background())
 	c := &Conn{
 		ID: fmt.Sprintf("%s/%d", g.db.NodeID(), g.nextID.Add(1)), Agent: a, Session: auth.SessionKey, Auth: auth,
-		g: g, ws: ws, ctx: cctx, cancel: ccancel, inflight: map[string]time.Time{}, kick: make(chan struct{}, 1),
+		g: g, ws: ws, ctx: cctx, cancel: ccancel, inflight: map[string]time.Time{}, kick: make(chan struct{}, 1), freed: make(chan struct{}, 1),
 		prefetch: g.opts.Prefetch,
 	}
 	if auth.Prefetch > 0 && auth.Prefetch <= 1000 {
@@ -378,10 +384,16 @@ func (g *Gateway) pump(c *Conn) {
 	defer stop()
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
+	// more says deliveries may be waiting that no wake-up will announce: at
+	// the start, after a wake-up or kick (perhaps while there was no room),
+	// after a lease ran out, and after a claim that filled its limit. A
+	// freed prefetch slot alone is no reason to claim.
+	more := true
 	for {
 		room := c.room()
-		if room > 0 {
-			ds, err := g.bus.Claim(c.ctx, c.Agent.ID, bus.ClaimOptions{Session: c.Session, Limit: min(room, 100), Lease: g.opts.Lease})
+		if room > 0 && more {
+			limit := min(room, 100)
+			ds, err := g.bus.Claim(c.ctx, c.Agent.ID, bus.ClaimOptions{Session: c.Session, Limit: limit, Lease: g.opts.Lease})
 			if err != nil {
 				if c.ctx.Err() != nil {
 					return
@@ -389,6 +401,8 @@ func (g *Gateway) pump(c *Conn) {
 				g.log.Warn("claim failed", "agentId", c.Agent.ID, "err", err)
 				ds = nil
 			}
+			// After a failed claim, try again on the next signal.
+			more = err != nil || len(ds) == limit
 			for _, d := range ds {
 				frame, ok := c.Dialect.Push(c, d)
 				if !ok {
@@ -402,7 +416,7 @@ func (g *Gateway) pump(c *Conn) {
 					return
 				}
 			}
-			if len(ds) == room {
+			if err == nil && more {
 				continue // there may be more
 			}
 		}
@@ -413,8 +427,12 @@ func (g *Gateway) pump(c *Conn) {
 		case <-c.ctx.Done():
 			return
 		case <-wake:
+			more = true
 		case <-c.kick:
+			more = true
+		case <-c.freed:
 		case <-retry.C:
+			more = true
 		}
 	}
 }
