@@ -80,7 +80,11 @@ func (s *Service) Claim(ctx context.Context, agentID string, opts ClaimOptions) 
 func (s *Service) claimTx(ctx context.Context, tx *store.Tx, agentID string, o ClaimOptions) ([]Delivery, error) {
 	now := s.clock.Now()
 	nowMs := store.Millis(now)
-	where := `agent_id = ? AND state = 'queued' AND available_at <= ? AND expires_at > ?`
+	// The unary + keeps SQLite's planner off the (state, available_at) and
+	// (state, expires_at) indexes, which without statistics it prefers:
+	// they would scan every agent's queued deliveries and sort them, where
+	// the claim index reads this agent's in delivery order.
+	where := `agent_id = ? AND state = 'queued' AND +available_at <= ? AND +expires_at > ?`
 	args := []any{agentID, nowMs, nowMs}
 	if o.Session != "" {
 		where += ` AND (session = ? OR session = '')`
