@@ -54,7 +54,7 @@ func bus(args []string) error {
 	rate := fs.Int("rate", 1000, "open loop: messages offered per second")
 	prefetch := fs.Int("prefetch", 64, "unacknowledged deliveries pushed per consumer")
 	stores := fs.String("stores", "sqlite", "Switchboard stores to run: sqlite,postgres (postgres needs --postgres or SWITCHBOARD_TEST_POSTGRES_URL)")
-	peers := fs.String("peers", "jetstream,redis", "peers to run side by side: jetstream,redis (or none)")
+	peers := fs.String("peers", "jetstream,redis", "peers to run side by side: jetstream (one stream per agent), jetstream-one (one shared stream), redis, or none")
 	modes := fs.String("modes", "closed,open", "closed (max throughput), open (fixed offered load), publish (durable sends only, no consumers)")
 	pgURL := fs.String("postgres", os.Getenv("SWITCHBOARD_TEST_POSTGRES_URL"), "PostgreSQL URL for the postgres store (a fresh schema is created and dropped)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of each Switchboard run to PREFIX-<store>-<mode>.pprof")
@@ -81,12 +81,16 @@ func bus(args []string) error {
 	for _, p := range split(*peers) {
 		switch p {
 		case "jetstream":
+			systems = append(systems, func() busbench.System {
+				return &busbench.JetStream{Prefetch: *prefetch, Size: *size, StreamPerAgent: true}
+			})
+		case "jetstream-one":
 			systems = append(systems, func() busbench.System { return &busbench.JetStream{Prefetch: *prefetch, Size: *size} })
 		case "redis":
 			systems = append(systems, func() busbench.System { return &busbench.Redis{Prefetch: *prefetch, Size: *size} })
 		case "none":
 		default:
-			return fmt.Errorf("unknown peer %q (jetstream, redis, none)", p)
+			return fmt.Errorf("unknown peer %q (jetstream, jetstream-one, redis, none)", p)
 		}
 	}
 	var runModes []busbench.Mode

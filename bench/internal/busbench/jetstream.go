@@ -46,9 +46,10 @@ func RunNATSServer(configFile string) error {
 	return nil
 }
 
-// JetStream is the NATS JetStream peer: one file-backed work-queue stream
-// fsynced on every write (`sync_interval: always`), subjects bench.<agent>,
-// and one durable push consumer per agent with explicit acks. Each agent
+// JetStream is the NATS JetStream peer: file-backed work-queue streams
+// fsynced on every write (`sync_interval: always`), subjects bench.<agent>
+// (one stream for all agents, or one per agent), and one durable push
+// consumer per agent with explicit acks. Each agent
 // has its own NATS connection, which it publishes on (waiting for the
 // PubAck) and receives its pushes on; acks wait for the server's
 // confirmation (DoubleAck).
@@ -57,6 +58,12 @@ type JetStream struct {
 	Prefetch int
 	// Size is the message size.
 	Size int
+	// StreamPerAgent gives every agent its own stream (BENCH_<i>, subject
+	// bench.<i>) instead of one shared stream with a filtered consumer
+	// per agent. JetStream orders and fsyncs each stream's writes one at a
+	// time, so separate streams let writes to different agents proceed in
+	// parallel.
+	StreamPerAgent bool
 
 	dir   string
 	srv   *child
@@ -71,7 +78,12 @@ type JetStream struct {
 func (*JetStream) Name() string { return "jetstream" }
 
 // Store implements System.
-func (*JetStream) Store() string { return "file, sync always" }
+func (j *JetStream) Store() string {
+	if j.StreamPerAgent {
+		return "file, sync always, stream per agent"
+	}
+	return "file, sync always, one stream"
+}
 
 // Start implements System.
 func (j *JetStream) Start(ctx context.Context, n int, h Handler) error {
@@ -113,14 +125,29 @@ func (j *JetStream) Start(ctx context.Context, n int, h Handler) error {
 		}
 		j.js = append(j.js, js)
 	}
-	if _, err := j.js[0].CreateStream(ctx, jetstream.StreamConfig{
-		Name: "BENCH", Subjects: []string{"bench.>"}, Storage: jetstream.FileStorage,
-		Retention: jetstream.WorkQueuePolicy, Replicas: 1,
-	}); err != nil {
-		return fmt.Errorf("create stream: %w", err)
+	streams := []string{"BENCH"}
+	subjects := [][]string{{"bench.>"}}
+	if j.StreamPerAgent {
+		streams, subjects = nil, nil
+		for i := 0; i < n; i++ {
+			streams = append(streams, fmt.Sprintf("BENCH_%d", i))
+			subjects = append(subjects, []string{fmt.Sprintf("bench.%d", i)})
+		}
+	}
+	for k, name := range streams {
+		if _, err := j.js[0].CreateStream(ctx, jetstream.StreamConfig{
+			Name: name, Subjects: subjects[k], Storage: jetstream.FileStorage,
+			Retention: jetstream.WorkQueuePolicy, Replicas: 1,
+		}); err != nil {
+			return fmt.Errorf("create stream: %w", err)
+		}
 	}
 	for i := 0; i < n && h.Delivered != nil; i++ {
-		cons, err := j.js[i].CreateOrUpdatePushConsumer(ctx, "BENCH", jetstream.ConsumerConfig{
+		stream := streams[0]
+		if j.StreamPerAgent {
+			stream = streams[i]
+		}
+		cons, err := j.js[i].CreateOrUpdatePushConsumer(ctx, stream, jetstream.ConsumerConfig{
 			Durable: fmt.Sprintf("agent-%d", i), FilterSubject: fmt.Sprintf("bench.%d", i),
 			DeliverSubject: fmt.Sprintf("deliver.%d", i), AckPolicy: jetstream.AckExplicitPolicy,
 			MaxAckPending: j.Prefetch, AckWait: 60 * time.Second,

@@ -172,7 +172,11 @@ func (s *Switchboard) Notes() string {
 	if b == 0 {
 		return "no commits"
 	}
-	return fmt.Sprintf("%d commits, %d write requests, %.1f requests/commit", b, r, float64(r)/float64(b))
+	out := fmt.Sprintf("%d commits, %d write requests, %.1f requests/commit", b, r, float64(r)/float64(b))
+	if s.Postgres != "" {
+		out += "; the PostgreSQL server's CPU is not counted in CPU/op"
+	}
+	return out
 }
 
 // Close implements System.
