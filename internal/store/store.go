@@ -107,7 +107,7 @@ type DB struct {
 
 // maxCachedStmts bounds the writer's prepared statements; queries built
 // with a variable number of placeholders beyond it are prepared per call.
-const maxCachedStmts = 512
+const maxCachedStmts = 1024
 
 // Stats are counters of the group committer, for metrics and benchmarks.
 type Stats struct {
