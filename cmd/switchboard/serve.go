@@ -53,6 +53,8 @@ one of several nodes sharing a PostgreSQL database.`,
 	f.StringVar(&cfg.DataDir, "data", env("SWITCHBOARD_DATA", ".switchboard"), "data directory (env SWITCHBOARD_DATA)")
 	f.StringVar(&cfg.DB, "db", env("SWITCHBOARD_DB", ""), "postgres:// URL; empty uses SQLite in the data directory (env SWITCHBOARD_DB)")
 	f.StringVar(&cfg.AdminToken, "admin-token", env("SWITCHBOARD_ADMIN_TOKEN", ""), "admin token; empty generates one at first start (env SWITCHBOARD_ADMIN_TOKEN)")
+	f.StringVar(&cfg.PublicURL, "public-url", env("SWITCHBOARD_PUBLIC_URL", ""), "URL the outside world reaches this hub at, e.g. https://hub.example.com; Telegram webhooks are registered under it (env SWITCHBOARD_PUBLIC_URL; default the listen address)")
+	f.StringVar(&cfg.SecretKey, "secret-key", env("SWITCHBOARD_SECRET_KEY", ""), "deployment secret sealing stored bot tokens, at least 16 characters; same on every node (env SWITCHBOARD_SECRET_KEY; default a key generated in the data directory)")
 	f.StringVar(&cfg.Onboarding, "onboarding", env("SWITCHBOARD_ONBOARDING", "invite"), "who may self-register agents: open, invite or closed (env SWITCHBOARD_ONBOARDING)")
 	f.StringVar(&cfg.RoutingRulesFile, "routing-rules", env("SWITCHBOARD_ROUTING_RULES", ""), "JSON file of tier routing rules laid over the defaults, e.g. {\"pm->pm\": \"any\"} (env SWITCHBOARD_ROUTING_RULES)")
 	f.IntVar(&cfg.Bus.MaxAttempts, "max-attempts", envInt("SWITCHBOARD_MAX_ATTEMPTS", 10), "deliveries of one message before it is dead-lettered (env SWITCHBOARD_MAX_ATTEMPTS)")

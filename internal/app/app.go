@@ -26,7 +26,10 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/clock"
 	"github.com/switchboard-hub/switchboard/internal/gateway"
 	"github.com/switchboard-hub/switchboard/internal/httpapi"
+	"github.com/switchboard-hub/switchboard/internal/relay"
+	"github.com/switchboard-hub/switchboard/internal/social"
 	"github.com/switchboard-hub/switchboard/internal/store"
+	"github.com/switchboard-hub/switchboard/internal/telegram/hosted"
 	"github.com/switchboard-hub/switchboard/internal/version"
 )
 
@@ -38,13 +41,21 @@ type Config struct {
 	DB         string // postgres:// URL or a SQLite file path; empty for <DataDir>/switchboard.db
 	AdminToken string // fixed admin token; empty generates one at first start
 	Onboarding string // open | invite | closed (social layer)
-	PublicURL  string // how clients reach this hub, for links in documents (default http://Addr)
+	PublicURL  string // how clients (and Telegram's webhooks) reach this hub, for links and webhook URLs (default http://Addr)
+	// SecretKey is the deployment secret that seals stored secrets (bot
+	// tokens); empty uses <DataDir>/secret-key, generated at first start.
+	// Nodes sharing one PostgreSQL database need the same value.
+	SecretKey string
+	// Telegram tunes the hosted Telegram bots (intervals, Bot API client).
+	Telegram hosted.Tuning
 
 	// Bus tunes the message bus (TTL, leases, attempts, routing rules,
 	// thresholds); zero values take the bus defaults.
 	Bus bus.Config
 	// RoutingRulesFile is a JSON routing table laid over the default rules.
 	RoutingRulesFile string
+	// Relay tunes live conversations (caps, TTLs); zero values take defaults.
+	Relay relay.Config
 	// MonitorInterval is how often bus thresholds are evaluated (default 10s).
 	MonitorInterval time.Duration
 
@@ -95,6 +106,10 @@ type App struct {
 	Gateway *gateway.Gateway
 	API     *httpapi.Server
 	Metrics *prometheus.Registry
+	Social  *social.Service
+	Relay   *relay.Service
+	// Telegram hosts the Telegram bots (reply-end controls).
+	Telegram *hosted.Host
 
 	// AdminToken is set when this start generated the admin token.
 	AdminToken string
@@ -184,7 +199,13 @@ func AdminTokenPath(dataDir string) string { return filepath.Join(dataDir, "admi
 
 // wire connects the subsystems to each other and to the API.
 func (a *App) wire(ctx context.Context) error {
-	return nil
+	if err := a.wireSocial(ctx); err != nil {
+		return err
+	}
+	if err := a.wireRelay(ctx); err != nil {
+		return err
+	}
+	return a.wireTelegram(ctx)
 }
 
 // addWorker registers a background loop.

@@ -162,6 +162,8 @@ type Result struct {
 	ID         string `json:"id"`
 	TraceID    string `json:"traceId"`
 	Deliveries int    `json:"deliveries"`
+	// DeliveryIDs names the deliveries created, one per recipient.
+	DeliveryIDs []string `json:"deliveryIds,omitempty"`
 	// Duplicate is true when (from, id) was accepted before; the result is
 	// the original one and nothing new was stored.
 	Duplicate bool `json:"duplicate,omitempty"`
@@ -331,15 +333,18 @@ func (s *Service) accept(ctx context.Context, tx *store.Tx, env *protocol.Envelo
 				NextAction: "retry later, or send with to.ifOffline = queue to leave it in the inbox"}
 		}
 	}
-	res := Result{ID: env.ID, TraceID: env.TraceID, Deliveries: len(recipients)}
+	res := Result{ID: env.ID, TraceID: env.TraceID, Deliveries: len(recipients), DeliveryIDs: make([]string, len(recipients))}
+	for i := range recipients {
+		res.DeliveryIDs[i] = protocol.NewID(protocol.PrefixDelivery)
+	}
 	msgRef, err := s.insertMessageRef(ctx, tx, env, now, res, request)
 	if err != nil {
 		return Result{}, err
 	}
 	rank := env.Priority.Rank()
 	expires := store.Millis(env.ExpiresAt())
-	for _, r := range recipients {
-		id := protocol.NewID(protocol.PrefixDelivery)
+	for i, r := range recipients {
+		id := res.DeliveryIDs[i]
 		if _, err := tx.Exec(ctx, `INSERT INTO bus_deliveries (id, message_id, agent_id, session, priority, state, available_at, expires_at, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)`, id, msgRef, r.ID, env.To.Session, rank, store.Millis(now), expires, store.Millis(now), store.Millis(now)); err != nil {
 			return Result{}, fmt.Errorf("insert delivery: %w", err)

@@ -351,6 +351,13 @@ func TestLeaseExpiryAndStaleAck(t *testing.T) {
 		}
 		_, err = e.bus.Ack(e.ctx, e.C2.ID, "dlv_missing", bus.SettleOptions{})
 		wantCode(t, err, protocol.ClassUnavailable, "delivery_not_found")
+		// An attempt number no delivery can have is bad input, not a stale copy.
+		_, err = e.bus.Ack(e.ctx, e.C2.ID, second.DeliveryID, bus.SettleOptions{Attempt: -1})
+		wantCode(t, err, protocol.ClassInvalid, "invalid_attempt")
+		_, err = e.bus.Nack(e.ctx, e.C2.ID, second.DeliveryID, bus.NackOptions{SettleOptions: bus.SettleOptions{Attempt: -2}})
+		wantCode(t, err, protocol.ClassInvalid, "invalid_attempt")
+		_, err = e.bus.Extend(e.ctx, e.C2.ID, second.DeliveryID, time.Minute, bus.SettleOptions{Attempt: -1})
+		wantCode(t, err, protocol.ClassInvalid, "invalid_attempt")
 		e.clock.Advance(time.Hour)
 		e.sweep()
 		if len(e.claim(e.C2.ID, 1)) != 0 || e.depth(e.C2.ID) != 0 {
@@ -581,6 +588,24 @@ func TestTraceVisibility(t *testing.T) {
 		}
 		_, err = e.bus.Trace(e.ctx, en.TraceID, e.P1.ID, false)
 		wantCode(t, err, protocol.ClassUnavailable, "trace_not_found")
+
+		// Lookups by message id: envelope ids are unique per sender only, so
+		// each agent finds the message it sent or received under that id.
+		mine := e.request(e.C2.ID, e.C1.ID, "y")
+		mine.ID, mine.TraceID = en.ID, "trace-of-c2"
+		e.mustSend(mine)
+		for _, c := range []struct {
+			viewer string
+			admin  bool
+			want   string
+		}{{e.C1.ID, false, en.TraceID}, {e.C2.ID, false, "trace-of-c2"}, {"", true, "trace-of-c2"}} {
+			got, err := e.bus.TraceOfMessage(e.ctx, en.ID, c.viewer, c.admin)
+			if err != nil || got != c.want {
+				t.Errorf("TraceOfMessage as %q: %q %v, want %q", c.viewer, got, err, c.want)
+			}
+		}
+		_, err = e.bus.TraceOfMessage(e.ctx, en.ID, e.P1.ID, false)
+		wantCode(t, err, protocol.ClassUnavailable, "message_not_found")
 	})
 }
 

@@ -280,6 +280,14 @@ type SettleOptions struct {
 	Admin   bool // the admin may settle any agent's delivery
 }
 
+// check refuses attempt numbers no delivery can have, before any lookup.
+func (o SettleOptions) check() error {
+	if o.Attempt < 0 {
+		return protocol.Invalid("attempt", "must be the attempt number you received (1 or more), or 0 for the current lease")
+	}
+	return nil
+}
+
 func leaseError(d deliveryRow, o SettleOptions, now time.Time) error {
 	if o.Attempt != 0 && o.Attempt != d.attempt {
 		return &protocol.Error{Class: protocol.ClassInvalid, Code: "stale_attempt", Status: 409,
@@ -314,6 +322,9 @@ func (s *Service) Ack(ctx context.Context, agentID, id string, o SettleOptions) 
 // AckTx acknowledges inside the caller's transaction (a relay reply records
 // the turn and acks the delivery it answers atomically).
 func (s *Service) AckTx(ctx context.Context, tx *store.Tx, agentID, id string, o SettleOptions) (Settle, error) {
+	if err := o.check(); err != nil {
+		return Settle{}, err
+	}
 	now := s.clock.Now()
 	d, err := s.lockDelivery(ctx, tx, agentID, id, o.Admin)
 	if err != nil {
@@ -352,6 +363,9 @@ type NackOptions struct {
 // Nack gives a delivery back: it is redelivered after Delay, or dead-lettered
 // when it has used up its attempts.
 func (s *Service) Nack(ctx context.Context, agentID, id string, o NackOptions) (Settle, error) {
+	if err := o.check(); err != nil {
+		return Settle{}, err
+	}
 	var out Settle
 	err := s.db.Write(ctx, func(tx *store.Tx) error {
 		now := s.clock.Now()
@@ -404,6 +418,9 @@ const MaxExtend = time.Hour
 func (s *Service) Extend(ctx context.Context, agentID, id string, by time.Duration, o SettleOptions) (Settle, error) {
 	if by <= 0 || by > MaxExtend {
 		return Settle{}, protocol.Invalid("seconds", fmt.Sprintf("must be between 1 and %d", int(MaxExtend/time.Second)))
+	}
+	if err := o.check(); err != nil {
+		return Settle{}, err
 	}
 	var out Settle
 	err := s.db.Write(ctx, func(tx *store.Tx) error {
@@ -553,3 +570,57 @@ func (w *waiters) wakeAll() {
 
 // Wake signals local consumers of agentID (used after out-of-band changes).
 func (s *Service) Wake(agentID string) { s.waiters.wake(agentID) }
+
+// CompleteTx marks a delivery processed whatever its lease state (queued
+// again after a lost lease, or leased by any connection), inside the
+// caller's transaction. System senders use it when the recipient answered
+// through another path (a Claworld reply over HTTP, say), so the delivery
+// is never pushed again. Completing an acked delivery is a no-op; a dead
+// one is left dead. It reports whether anything changed.
+func (s *Service) CompleteTx(ctx context.Context, tx *store.Tx, id string) (bool, error) {
+	now := s.clock.Now()
+	var d deliveryRow
+	q := `SELECT id, message_id, agent_id, session, state, attempt, priority, lease_until, created_at, expires_at FROM bus_deliveries WHERE id = ?`
+	if tx.Dialect() == store.Postgres {
+		q += " FOR UPDATE"
+	}
+	err := tx.QueryRow(ctx, q, id).Scan(&d.id, &d.messageRef, &d.agentID, &d.session, &d.state, &d.attempt, &d.priority, &d.leaseUntil, &d.createdAt, &d.expiresAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, protocol.NotFound("delivery_not_found", "no delivery "+id)
+	}
+	if err != nil {
+		return false, fmt.Errorf("read delivery: %w", err)
+	}
+	if d.state != "queued" && d.state != "leased" {
+		return false, nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE bus_deliveries SET state = 'acked', lease_until = 0, updated_at = ? WHERE id = ?`, store.Millis(now), id); err != nil {
+		return false, fmt.Errorf("complete: %w", err)
+	}
+	m, err := s.messageMeta(ctx, tx, d.messageRef)
+	if err != nil {
+		return false, err
+	}
+	latency := now.Sub(m.acceptedAt)
+	if err := s.logRow(ctx, tx, logEntry{at: now, level: "info", msgID: m.clientID, traceID: m.traceID, from: m.sender, to: d.agentID, typ: m.typ,
+		status: "processed", latency: latency, deliveryID: id, attempt: d.attempt}); err != nil {
+		return false, err
+	}
+	pr := priorityName(d.priority)
+	tx.AfterCommit(func() { s.metrics.observeProcessed(pr, latency) })
+	return true, nil
+}
+
+// ExtendTx lengthens the lease of a leased delivery to at least now+by,
+// for system senders whose recipients acknowledge receipt in their own
+// dialect (a Claworld "accepted" frame). Deliveries in other states are
+// left alone.
+func (s *Service) ExtendTx(ctx context.Context, tx *store.Tx, id string, by time.Duration) error {
+	now := s.clock.Now()
+	_, err := tx.Exec(ctx, `UPDATE bus_deliveries SET lease_until = CASE WHEN lease_until > ? THEN lease_until ELSE ? END, updated_at = ?
+		WHERE id = ? AND state = 'leased'`, store.Millis(now.Add(by)), store.Millis(now.Add(by)), store.Millis(now), id)
+	if err != nil {
+		return fmt.Errorf("extend: %w", err)
+	}
+	return nil
+}

@@ -2,7 +2,9 @@ package bus
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -83,12 +85,25 @@ func (s *Service) Trace(ctx context.Context, traceID, viewer string, admin bool)
 }
 
 // TraceOfMessage finds the trace id of a message by its envelope id, for
-// looking up traces by message id.
-func (s *Service) TraceOfMessage(ctx context.Context, msgID string) (string, error) {
+// looking up traces by message id. Envelope ids are unique per sender only,
+// so an agent's lookup considers just the messages it sent or received
+// (its own first, then the newest); the admin's takes the newest of all.
+func (s *Service) TraceOfMessage(ctx context.Context, msgID, viewer string, admin bool) (string, error) {
+	q := `SELECT m.trace_id FROM bus_messages m WHERE m.client_id = ? ORDER BY m.accepted_at DESC LIMIT 1`
+	args := []any{msgID}
+	if !admin {
+		q = `SELECT m.trace_id FROM bus_messages m WHERE m.client_id = ?
+			AND (m.sender = ? OR EXISTS (SELECT 1 FROM bus_deliveries d WHERE d.message_id = m.id AND d.agent_id = ?))
+			ORDER BY CASE WHEN m.sender = ? THEN 0 ELSE 1 END, m.accepted_at DESC LIMIT 1`
+		args = append(args, viewer, viewer, viewer)
+	}
 	var t string
-	err := s.db.QueryRow(ctx, `SELECT trace_id FROM bus_messages WHERE client_id = ? ORDER BY accepted_at DESC LIMIT 1`, msgID).Scan(&t)
+	err := s.db.QueryRow(ctx, q, args...).Scan(&t)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", protocol.NotFound("message_not_found", "no message with id "+msgID+" that you sent or received")
+	}
 	if err != nil {
-		return "", protocol.NotFound("message_not_found", "no message with id "+msgID)
+		return "", fmt.Errorf("trace of message %s: %w", msgID, err)
 	}
 	return t, nil
 }

@@ -69,6 +69,12 @@ type Dialect interface {
 	Handle(ctx context.Context, c *Conn, frame []byte)
 }
 
+// Pusher is implemented by dialects that act after a frame was written,
+// e.g. to acknowledge fire-and-forget notifications.
+type Pusher interface {
+	Pushed(c *Conn, d bus.Delivery)
+}
+
 // DialectFactory builds the dialect state of one connection.
 type DialectFactory func() Dialect
 
@@ -414,6 +420,9 @@ func (g *Gateway) pump(c *Conn) {
 				if err := c.Send(frame); err != nil {
 					c.Close(websocket.StatusInternalError, "write failed")
 					return
+				}
+				if p, ok := c.Dialect.(Pusher); ok {
+					p.Pushed(c, d)
 				}
 			}
 			if err == nil && more {

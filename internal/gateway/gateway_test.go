@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/switchboard-hub/switchboard/client"
 	"github.com/switchboard-hub/switchboard/internal/app"
 	"github.com/switchboard-hub/switchboard/internal/app/apptest"
+	"github.com/switchboard-hub/switchboard/internal/protocol"
 	"github.com/switchboard-hub/switchboard/internal/store/storetest"
 )
 
@@ -307,4 +309,134 @@ func TestSocketReconnects(t *testing.T) {
 	if _, err := s.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Bad frames on a live socket — malformed JSON, settling another agent's
+// delivery, out-of-range values, refused sends — each get an error frame
+// carrying the frame's ref, change nothing on the bus, and leave the
+// connection usable.
+func TestBadFramesChangeNothing(t *testing.T) {
+	apptest.Each(t, func(t *testing.T, h *apptest.Hub) {
+		ctx := ctxT(t)
+		c1, _ := h.NewAgent("C1")
+		p1, pc := h.NewAgent("P1", client.CreateAgentParams{ParentID: c1.ID})
+		w1, _ := h.NewAgent("W1", client.CreateAgentParams{ParentID: p1.ID})
+		w2, w2c := h.NewAgent("W2", client.CreateAgentParams{ParentID: p1.ID})
+		for _, to := range []string{w1.ID, w2.ID} {
+			if _, err := pc.Send(ctx, client.NewNotification(to, "task", "do it")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		theirs, err := w2c.Inbox(ctx, client.InboxOptions{Lease: 30 * time.Minute})
+		if err != nil || len(theirs) != 1 {
+			t.Fatalf("W2 claim %v %v", theirs, err)
+		}
+
+		ws, _, err := websocket.Dial(ctx, client.WebSocketURL(h.URL), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.CloseNow()
+		write := func(s string) {
+			t.Helper()
+			if err := ws.Write(ctx, websocket.MessageText, []byte(s)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		type frame struct {
+			Event string         `json:"event"`
+			Data  map[string]any `json:"data"`
+		}
+		read := func() frame {
+			t.Helper()
+			_, b, err := ws.Read(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var f frame
+			if err := json.Unmarshal(b, &f); err != nil {
+				t.Fatalf("frame %s: %v", b, err)
+			}
+			return f
+		}
+		write(`{"type":"auth","credential":{"type":"agent_token","token":"` + w1.Token + `"},"bridgeProtocol":"switchboard.v1"}`)
+		if f := read(); f.Event != "auth.ok" {
+			t.Fatalf("auth: %+v", f)
+		}
+		pushed := read()
+		mine, _ := pushed.Data["deliveryId"].(string)
+		if pushed.Event != "delivery" || mine == "" {
+			t.Fatalf("expected W1's delivery, got %+v", pushed)
+		}
+		// A repeated id over the socket is a duplicate, not a second message.
+		for i, want := range []bool{false, true} {
+			write(fmt.Sprintf(`{"type":"send","ref":"dup%d","envelope":{"id":"w1-dup","to":{"agent":%q},"type":"notification","payload":{"event":"x"}}}`, i, p1.ID))
+			f := read()
+			if f.Event != "ok" || f.Data["ref"] != fmt.Sprintf("dup%d", i) || (f.Data["duplicate"] == true) != want {
+				t.Fatalf("send %d: %+v", i, f)
+			}
+		}
+
+		send := func(envelope string) string { return `{"type":"send","ref":"s","envelope":` + envelope + `}` }
+		note := func(to string, extra string) string {
+			return `{"to":{"agent":"` + to + `"},"type":"notification","payload":{"event":"x"}` + extra + `}`
+		}
+		cases := []struct{ name, frame, ref, code string }{
+			{"not json", `{not json`, "", "invalid_json"},
+			{"json array", `[1,2]`, "", "invalid_json"},
+			{"wrong field type keeps the ref", `{"type":"ack","ref":"r1","attempt":"one"}`, "r1", "invalid_json"},
+			{"unknown frame type", `{"type":"teleport","ref":"r2"}`, "r2", "unknown_frame_type"},
+			{"ack of someone else's delivery", `{"type":"ack","ref":"r3","deliveryId":"` + theirs[0].DeliveryID + `"}`, "r3", "not_your_delivery"},
+			{"nack of someone else's delivery", `{"type":"nack","ref":"r4","deliveryId":"` + theirs[0].DeliveryID + `"}`, "r4", "not_your_delivery"},
+			{"extend of someone else's delivery", `{"type":"extend","ref":"r5","deliveryId":"` + theirs[0].DeliveryID + `","seconds":60}`, "r5", "not_your_delivery"},
+			{"ack of an unknown delivery", `{"type":"ack","ref":"r6","deliveryId":"dlv_nope"}`, "r6", "delivery_not_found"},
+			{"ack with a negative attempt", `{"type":"ack","ref":"r7","deliveryId":"` + mine + `","attempt":-1}`, "r7", "invalid_attempt"},
+			{"ack with a stale attempt", `{"type":"ack","ref":"r8","deliveryId":"` + mine + `","attempt":9}`, "r8", "stale_attempt"},
+			{"nack with a negative delay", `{"type":"nack","ref":"r9","deliveryId":"` + mine + `","delay":-1}`, "r9", "invalid_delay"},
+			{"nack delayed over a day", `{"type":"nack","ref":"r10","deliveryId":"` + mine + `","delay":86401}`, "r10", "invalid_delay"},
+			{"extend by zero", `{"type":"extend","ref":"r11","deliveryId":"` + mine + `","seconds":0}`, "r11", "invalid_seconds"},
+			{"extend over an hour", `{"type":"extend","ref":"r12","deliveryId":"` + mine + `","seconds":3601}`, "r12", "invalid_seconds"},
+			{"send without envelope", `{"type":"send","ref":"s"}`, "s", "invalid_envelope"},
+			{"send a null envelope", `{"type":"send","ref":"s","envelope":null}`, "s", "invalid_envelope"},
+			{"send on a forbidden route", send(note(c1.ID, "")), "s", "forbidden_route"},
+			{"send to another worker", send(note(w2.ID, "")), "s", "forbidden_route"},
+			{"send to an unknown agent", send(note("agt_nobody", "")), "s", "unknown_recipient"},
+			{"send as another agent", send(`{"from":{"agent":"` + p1.ID + `"},"to":{"agent":"` + w2.ID + `"},"type":"notification","payload":{"event":"x"}}`), "s", "not_your_agent"},
+			{"send an expired envelope", send(note(p1.ID, `,"timestamp":"2020-01-01T00:00:00Z","ttl":60`)), "s", "message_expired"},
+			{"send a response to an unknown request", send(`{"to":{"agent":"` + p1.ID + `"},"type":"response","payload":{"requestId":"never","status":"success"}}`), "s", "unknown_request"},
+			{"send with a misspelled field", send(note(p1.ID, `,"prority":"high"`)), "s", "unknown_field"},
+			{"send an oversize payload", send(`{"to":{"agent":"` + p1.ID + `"},"type":"notification","payload":{"event":"x","pad":"` + strings.Repeat("p", protocol.MaxPayloadBytes) + `"}}`), "s", "validation_failed"},
+			{"send to an offline session, fail fast", send(`{"to":{"agent":"` + p1.ID + `","session":"live","ifOffline":"fail"},"type":"notification","payload":{"event":"x"}}`), "s", "session_offline"},
+		}
+		for _, c := range cases {
+			before := h.BusSnapshot()
+			write(c.frame)
+			f := read()
+			if f.Event != "error" || f.Data["code"] != c.code || f.Data["ref"] != nilIfEmpty(c.ref) {
+				t.Errorf("%s: got %+v, want error %s with ref %q", c.name, f, c.code, c.ref)
+			}
+			if m, _ := f.Data["message"].(string); m == "" || f.Data["class"] == nil {
+				t.Errorf("%s: error frame without message or class: %+v", c.name, f)
+			}
+			if after := h.BusSnapshot(); after != before {
+				t.Errorf("%s changed the bus:\n%s\n%s", c.name, before, after)
+			}
+		}
+		// Still usable: W1 acks its delivery on the same connection, and W2's
+		// lease survived every attempt to settle it from here.
+		write(`{"type":"ack","ref":"done","deliveryId":"` + mine + `","attempt":1}`)
+		if f := read(); f.Event != "ok" || f.Data["ref"] != "done" || f.Data["state"] != "acked" {
+			t.Fatalf("ack after bad frames: %+v", f)
+		}
+		if s, err := w2c.Ack(ctx, theirs[0].DeliveryID, theirs[0].Attempt); err != nil || s.State != "acked" || s.AlreadyApplied {
+			t.Fatalf("W2's ack: %+v %v", s, err)
+		}
+	})
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }

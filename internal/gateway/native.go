@@ -25,15 +25,17 @@ type Hello struct {
 
 // ClientFrame is any native client frame after auth.
 type ClientFrame struct {
-	Type       string             `json:"type"`
-	Ref        string             `json:"ref,omitempty"`
-	DeliveryID string             `json:"deliveryId,omitempty"`
-	Attempt    int                `json:"attempt,omitempty"`
-	Delay      int                `json:"delay,omitempty"`
-	Error      string             `json:"error,omitempty"`
-	Seconds    int                `json:"seconds,omitempty"`
-	Status     string             `json:"status,omitempty"`
-	Envelope   *protocol.Envelope `json:"envelope,omitempty"`
+	Type       string `json:"type"`
+	Ref        string `json:"ref,omitempty"`
+	DeliveryID string `json:"deliveryId,omitempty"`
+	Attempt    int    `json:"attempt,omitempty"`
+	Delay      int    `json:"delay,omitempty"`
+	Error      string `json:"error,omitempty"`
+	Seconds    int    `json:"seconds,omitempty"`
+	Status     string `json:"status,omitempty"`
+	// Envelope is decoded by protocol.DecodeEnvelope, as over HTTP: a
+	// misspelled member is refused rather than silently dropped.
+	Envelope json.RawMessage `json:"envelope,omitempty"`
 }
 
 type native struct{}
@@ -97,9 +99,13 @@ func (native) Handle(ctx context.Context, c *Conn, data []byte) {
 	}
 }
 
-func sendFrom(ctx context.Context, c *Conn, env *protocol.Envelope) (any, error) {
-	if env == nil {
+func sendFrom(ctx context.Context, c *Conn, raw json.RawMessage) (any, error) {
+	if len(raw) == 0 || string(raw) == "null" {
 		return nil, protocol.Invalid("envelope", "required for a send frame")
+	}
+	env, err := protocol.DecodeEnvelope(raw)
+	if err != nil {
+		return nil, err
 	}
 	if env.From.Agent == "" {
 		env.From.Agent = c.Agent.ID

@@ -101,7 +101,7 @@ func traceHint(r *http.Request) string {
 }
 
 func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
-	body, err := ReadBody(r)
+	body, err := ReadJSONBody(r)
 	if err != nil {
 		return err
 	}
@@ -142,6 +142,13 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if PrincipalFrom(r).Admin {
+		// A mistyped ?agent= would otherwise claim from an inbox nobody
+		// owns and answer with nothing, forever.
+		if _, err := s.Agents.Get(r.Context(), agentID); err != nil {
+			return err
+		}
+	}
 	limit, err := QueryInt(r, "limit", 10, 1, 100)
 	if err != nil {
 		return err
@@ -177,14 +184,6 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) error {
 		ds = []bus.Delivery{}
 	}
 	return WriteJSON(w, http.StatusOK, InboxResponse{Deliveries: ds})
-}
-
-// decodeOptional decodes a JSON body when there is one.
-func decodeOptional(r *http.Request, v any) error {
-	if r.ContentLength == 0 {
-		return nil
-	}
-	return Decode(r, v)
 }
 
 func (s *Server) settleAgent(r *http.Request) (string, bool) {
@@ -304,7 +303,7 @@ func (s *Server) trace(w http.ResponseWriter, r *http.Request) error {
 	rows, err := s.Bus.Trace(r.Context(), id, p.AgentID(), p.Admin)
 	if protocol.CodeOf(err) == "trace_not_found" {
 		// Also accept a message id: look up its trace.
-		if t, terr := s.Bus.TraceOfMessage(r.Context(), id); terr == nil {
+		if t, terr := s.Bus.TraceOfMessage(r.Context(), id, p.AgentID(), p.Admin); terr == nil {
 			id = t
 			rows, err = s.Bus.Trace(r.Context(), id, p.AgentID(), p.Admin)
 		}

@@ -58,21 +58,9 @@ func Decode(r *http.Request, v any) error { return decode(r, v, true) }
 func DecodeLoose(r *http.Request, v any) error { return decode(r, v, false) }
 
 func decode(r *http.Request, v any, strict bool) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && mt != "text/plain") {
-			return &protocol.Error{Class: protocol.ClassInvalid, Code: "unsupported_media_type", Status: http.StatusUnsupportedMediaType,
-				Message: "the body must be JSON (Content-Type: application/json), got " + ct}
-		}
-	}
-	body, err := io.ReadAll(r.Body)
+	body, err := ReadJSONBody(r)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return &protocol.Error{Class: protocol.ClassInvalid, Code: "body_too_large", Status: http.StatusRequestEntityTooLarge,
-				Message: fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), NextAction: "send a smaller body"}
-		}
-		return protocol.Errorf(protocol.ClassInvalid, "body_unreadable", "could not read the request body: %v", err)
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if strict {
@@ -85,6 +73,20 @@ func decode(r *http.Request, v any, strict bool) error {
 		return protocol.Invalid("", "unexpected data after the JSON object")
 	}
 	return nil
+}
+
+// ReadJSONBody is ReadBody for endpoints that take JSON they parse
+// themselves: a body declared as anything but JSON is refused with 415
+// before it is read, as Decode does.
+func ReadJSONBody(r *http.Request) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && mt != "text/plain") {
+			return nil, &protocol.Error{Class: protocol.ClassInvalid, Code: "unsupported_media_type", Status: http.StatusUnsupportedMediaType,
+				Message: "the body must be JSON (Content-Type: application/json), got " + ct, NextAction: "send the body as JSON with Content-Type: application/json"}
+		}
+	}
+	return ReadBody(r)
 }
 
 // ReadBody reads the raw body under the route's size limit.
@@ -125,4 +127,24 @@ func QueryBool(r *http.Request, name string) (bool, error) {
 		return false, protocol.Invalid(name, "must be true or false")
 	}
 	return b, nil
+}
+
+// decodeOptional decodes a strict JSON body when there is one (an empty
+// body leaves v as it is).
+func decodeOptional(r *http.Request, v any) error { return decodeMaybe(r, v, true) }
+
+// decodeOptionalLoose is decodeOptional tolerating unknown members, for
+// wire-compatible endpoints whose clients may send none or extra fields.
+func decodeOptionalLoose(r *http.Request, v any) error { return decodeMaybe(r, v, false) }
+
+func decodeMaybe(r *http.Request, v any, strict bool) error {
+	body, err := ReadBody(r)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return decode(r, v, strict)
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/switchboard-hub/switchboard/internal/agent"
 	"github.com/switchboard-hub/switchboard/internal/bus"
+	"github.com/switchboard-hub/switchboard/internal/relay"
+	"github.com/switchboard-hub/switchboard/internal/social"
 	"github.com/switchboard-hub/switchboard/internal/store"
 )
 
@@ -32,6 +34,8 @@ type Deps struct {
 	Bus      *bus.Service
 	// WebSocket serves /ws (authenticated by its first frame).
 	WebSocket http.Handler
+	Social    *social.Service // the social layer; its routes are registered when set
+	Relay     *relay.Service  // live conversations; their routes are registered when set
 }
 
 // Presence answers liveness questions about agents.
@@ -79,6 +83,12 @@ func New(d Deps) *Server {
 			d.WebSocket.ServeHTTP(w, r)
 			return nil
 		})
+	}
+	if d.Social != nil {
+		s.registerSocial()
+	}
+	if d.Relay != nil {
+		s.registerRelay()
 	}
 	return s
 }

@@ -6,6 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"net/url"
 	"strings"
@@ -50,7 +51,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*DB, error) {
 		write.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	if err := migrate(ctx, write, SQLite); err != nil {
+	if err := migrate(ctx, write, SQLite, ""); err != nil {
 		write.Close()
 		return nil, err
 	}
@@ -99,11 +100,11 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
-	if err := migrate(ctx, pool, Postgres); err != nil {
+	schema := cfg.RuntimeParams["search_path"]
+	if err := migrate(ctx, pool, Postgres, schema); err != nil {
 		pool.Close()
 		return nil, err
 	}
-	schema := cfg.RuntimeParams["search_path"]
 	if opts.ChannelBase == "" {
 		opts.ChannelBase = "sb"
 		if schema != "" {
@@ -135,7 +136,11 @@ func sanitizeIdent(s string) string {
 	return out
 }
 
-func migrate(ctx context.Context, db *sql.DB, d Dialect) error {
+// migrate applies the embedded migrations. On PostgreSQL, nodes starting
+// together serialize on an advisory lock; its id is derived from the schema
+// so stores in different schemas of one database (tests, tenants) do not
+// wait for each other.
+func migrate(ctx context.Context, db *sql.DB, d Dialect, schema string) error {
 	sub, err := fs.Sub(migrations, "migrations/"+d.String())
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
@@ -144,7 +149,9 @@ func migrate(ctx context.Context, db *sql.DB, d Dialect) error {
 	popts := []goose.ProviderOption{goose.WithAllowOutofOrder(true), goose.WithDisableGlobalRegistry(true)}
 	if d == Postgres {
 		dialect = goose.DialectPostgres
-		locker, err := lock.NewPostgresSessionLocker()
+		h := fnv.New64a()
+		h.Write([]byte("switchboard-migrations:" + schema))
+		locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(int64(h.Sum64()>>1)), lock.WithLockTimeout(1, 300))
 		if err != nil {
 			return fmt.Errorf("migrations: locker: %w", err)
 		}

@@ -5,9 +5,11 @@ package apptest
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +27,7 @@ type Hub struct {
 	URL   string
 	Admin *client.Client
 	t     testing.TB
+	cfg   app.Config
 }
 
 // Options adjust a test hub's configuration before it starts.
@@ -55,22 +58,48 @@ func Start(t testing.TB, dsn string, opts ...Options) *Hub {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	h := &Hub{t: t, cfg: cfg}
+	h.start()
+	t.Cleanup(func() { h.App.Close() })
+	return h
+}
+
+func (h *Hub) start() {
+	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a, err := app.New(ctx, cfg)
+	a, err := app.New(ctx, h.cfg)
 	if err != nil {
-		t.Fatalf("start hub: %v", err)
+		h.t.Fatalf("start hub: %v", err)
 	}
-	if err := a.Start(); err != nil {
+	// On a restart the old listener's port is free at once on Linux and
+	// macOS; allow a moment where it is not.
+	for attempt := 0; ; attempt++ {
+		if err = a.Start(); err == nil || attempt == 50 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
 		a.Close()
-		t.Fatalf("start hub: %v", err)
+		h.t.Fatalf("start hub: %v", err)
 	}
-	t.Cleanup(func() { a.Close() })
-	h := &Hub{App: a, URL: a.URL(), Admin: client.New(a.URL(), AdminToken), t: t}
+	h.App, h.URL = a, a.URL()
+	h.Admin = client.New(h.URL, AdminToken)
 	if err := h.Admin.WaitHealthy(ctx); err != nil {
-		t.Fatalf("hub not healthy: %v", err)
+		h.t.Fatalf("hub not healthy: %v", err)
 	}
-	return h
+}
+
+// Restart stops the hub gracefully and starts it again on the same data
+// directory, store and address, as an operator restarting the process
+// would. Clients keep working: the URL does not change.
+func (h *Hub) Restart() {
+	h.t.Helper()
+	addr := h.App.URL()[len("http://"):]
+	h.App.Close()
+	h.cfg.Addr = addr
+	h.start()
 }
 
 // Client returns a client for token.
@@ -96,4 +125,39 @@ func testLogger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// BusSnapshot renders the bus state a refused request must not change:
+// every delivery with its agent, state, attempt, lease, availability,
+// replay link and last error, and the number of messages and log rows.
+// Tests compare snapshots taken before and after a bad request.
+func (h *Hub) BusSnapshot() string {
+	h.t.Helper()
+	ctx := context.Background()
+	var b strings.Builder
+	rows, err := h.App.DB.Query(ctx, `SELECT id, agent_id, state, attempt, lease_until, available_at, replayed_as, last_error FROM bus_deliveries ORDER BY id`)
+	if err != nil {
+		h.t.Fatalf("bus snapshot: %v", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, agentID, state, replayed, lastErr string
+		var attempt int
+		var lease, avail int64
+		if err := rows.Scan(&id, &agentID, &state, &attempt, &lease, &avail, &replayed, &lastErr); err != nil {
+			h.t.Fatalf("bus snapshot: %v", err)
+		}
+		fmt.Fprintf(&b, "%s %s %s %d %d %d %s %q\n", id, agentID, state, attempt, lease, avail, replayed, lastErr)
+	}
+	if err := rows.Err(); err != nil {
+		h.t.Fatalf("bus snapshot: %v", err)
+	}
+	for _, table := range []string{"bus_messages", "bus_log"} {
+		var n int
+		if err := h.App.DB.QueryRow(ctx, `SELECT COUNT(*) FROM `+table).Scan(&n); err != nil {
+			h.t.Fatalf("bus snapshot: %v", err)
+		}
+		fmt.Fprintf(&b, "%s=%d\n", table, n)
+	}
+	return b.String()
 }
