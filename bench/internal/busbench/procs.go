@@ -175,3 +175,28 @@ func loadAvg() string {
 	}
 	return f[0]
 }
+
+// fsyncLatency times n 4 KiB writes each followed by fdatasync in a
+// scratch file, and returns the median: every system here waits on this
+// once per durable commit, and on a shared machine it varies by 10x.
+func fsyncLatency(n int) time.Duration {
+	f, err := os.CreateTemp("", "sbbench-fsync-")
+	if err != nil {
+		return 0
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf := make([]byte, 4096)
+	ds := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		start := time.Now()
+		if _, err := f.WriteAt(buf, int64(i)*4096); err != nil {
+			return 0
+		}
+		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+			return 0
+		}
+		ds = append(ds, time.Since(start))
+	}
+	return percentiles(ds).P50
+}

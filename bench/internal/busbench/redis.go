@@ -134,7 +134,7 @@ func (r *Redis) Send(ctx context.Context, from, to int, st Stamp) error {
 }
 
 // Notes implements System.
-func (r *Redis) Notes() string { return "XREADGROUP BLOCK, XACK per entry, " + RedisVersion() }
+func (r *Redis) Notes() string { return RedisVersion() }
 
 // ServerCPU is the CPU time the server process has used so far.
 func (r *Redis) ServerCPU() time.Duration { return r.srv.cpu() }

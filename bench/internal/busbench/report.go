@@ -23,7 +23,7 @@ func WriteTable(w io.Writer, rs []Result) {
 	}
 	fmt.Fprintln(w)
 	for _, r := range rs {
-		notes := []string{fmt.Sprintf("load %s; CPU in window: bench process %.2fs, server process %.2fs", r.Load, r.CPUSelf.Seconds(), r.CPUServer.Seconds())}
+		notes := []string{fmt.Sprintf("load %s, fsync %s; CPU in window: bench process %.2fs, server process %.2fs", r.Load, ms(r.Fsync), r.CPUSelf.Seconds(), r.CPUServer.Seconds())}
 		if r.Notes != "" {
 			notes = append(notes, r.Notes)
 		}

@@ -52,6 +52,9 @@ type Result struct {
 	// Load is the one-minute load average at the window's start and end:
 	// other work on the machine shows here.
 	Load string
+	// Fsync is the median latency of a 4 KiB write + fdatasync measured
+	// just before the run.
+	Fsync time.Duration
 
 	window time.Duration
 }
@@ -180,6 +183,7 @@ func (r *recorder) send(ctx context.Context, sys System, from, to int, st Stamp)
 func Run(ctx context.Context, sys System, w Workload, mode Mode) (res Result, err error) {
 	res = Result{System: sys.Name(), Store: sys.Store()}
 	rec := &recorder{delivered: map[uint64]bool{}}
+	res.Fsync = fsyncLatency(50)
 	h := rec.handler()
 	switch mode {
 	case Closed:
