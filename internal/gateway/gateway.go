@@ -152,6 +152,9 @@ type Conn struct {
 	cancel   context.CancelFunc
 	prefetch int
 
+	// side bounds and tracks frames handled beside the read loop (Go).
+	side     chan struct{}
+	sideWG   sync.WaitGroup
 	imu      sync.Mutex
 	inflight map[string]time.Time // deliveryId → lease end
 	kick     chan struct{}
@@ -191,6 +194,23 @@ func (c *Conn) Settled(deliveryID string) {
 	case c.freed <- struct{}{}:
 	default:
 	}
+}
+
+// Go runs fn beside the read loop, for frames whose order does not matter
+// (acks): handled one after another, each frame that waits for a commit
+// would hold every later frame of the connection. At most prefetch run at
+// once; beyond that the read loop waits. The connection's handler returns
+// only after they finish.
+func (c *Conn) Go(fn func()) {
+	c.side <- struct{}{}
+	c.sideWG.Add(1)
+	go func() {
+		defer func() {
+			<-c.side
+			c.sideWG.Done()
+		}()
+		fn()
+	}()
 }
 
 // Kick asks the pump to look for deliveries now.
@@ -278,6 +298,7 @@ func (g *Gateway) serve(ws *websocket.Conn) {
 	if auth.Prefetch > 0 && auth.Prefetch <= 1000 {
 		c.prefetch = auth.Prefetch
 	}
+	c.side = make(chan struct{}, c.prefetch)
 	c.Dialect = factory()
 	c.lastSeen.Store(time.Now().UnixNano())
 	g.attach(c)
@@ -293,6 +314,7 @@ func (g *Gateway) serve(ws *websocket.Conn) {
 	go g.pump(c)
 	go g.watchdog(c)
 	g.readLoop(c)
+	c.sideWG.Wait()
 }
 
 func (g *Gateway) refuse(ws *websocket.Conn, code, reason string) {
