@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -80,7 +81,11 @@ func (s *Service) Claim(ctx context.Context, agentID string, opts ClaimOptions) 
 func (s *Service) claimTx(ctx context.Context, tx *store.Tx, agentID string, o ClaimOptions) ([]Delivery, error) {
 	now := s.clock.Now()
 	nowMs := store.Millis(now)
-	where := `agent_id = ? AND state = 'queued' AND available_at <= ? AND expires_at > ?`
+	// The unary + keeps SQLite's planner off the (state, available_at) and
+	// (state, expires_at) indexes, which without statistics it prefers:
+	// they would scan every agent's queued deliveries and sort them, where
+	// the claim index reads this agent's in delivery order.
+	where := `agent_id = ? AND state = 'queued' AND +available_at <= ? AND +expires_at > ?`
 	args := []any{agentID, nowMs, nowMs}
 	if o.Session != "" {
 		where += ` AND (session = ? OR session = '')`
@@ -93,10 +98,12 @@ func (s *Service) claimTx(ctx context.Context, tx *store.Tx, agentID string, o C
 	leaseUntil := store.Millis(now.Add(o.Lease))
 	q := `UPDATE bus_deliveries SET state = 'leased', lease_until = ?, attempt = attempt + 1, updated_at = ?,
 		first_delivered_at = CASE WHEN first_delivered_at = 0 THEN ? ELSE first_delivered_at END
-		WHERE id IN (SELECT id FROM bus_deliveries WHERE ` + where + ` ORDER BY priority, id LIMIT ?` + s.db.SkipLocked() + `)
+		WHERE id IN (SELECT id FROM bus_deliveries WHERE ` + where + ` ORDER BY priority, id LIMIT ` + strconv.Itoa(o.Limit) + s.db.SkipLocked() + `)
 		RETURNING id, message_id, session, attempt, priority, created_at`
+	// The limit (1–100, see normalizeClaim) is part of the SQL text: SQLite
+	// re-prepares a statement whenever a bound LIMIT changes value, and a
+	// connection's free prefetch slots change with every claim.
 	all := append([]any{leaseUntil, nowMs, nowMs}, args...)
-	all = append(all, o.Limit)
 	rows, err := tx.Query(ctx, q, all...)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)

@@ -152,9 +152,13 @@ type Conn struct {
 	cancel   context.CancelFunc
 	prefetch int
 
+	// side bounds and tracks frames handled beside the read loop (Go).
+	side     chan struct{}
+	sideWG   sync.WaitGroup
 	imu      sync.Mutex
 	inflight map[string]time.Time // deliveryId → lease end
 	kick     chan struct{}
+	freed    chan struct{}
 	lastSeen atomic.Int64
 	closed   atomic.Bool
 }
@@ -179,12 +183,34 @@ func (c *Conn) Event(name string, data any) error {
 }
 
 // Settled tells the pump a delivery of this connection is done, freeing a
-// prefetch slot.
+// prefetch slot. The pump claims into the slot only when deliveries may be
+// waiting (see pump): most acks leave nothing to claim, and an empty claim
+// still costs a write.
 func (c *Conn) Settled(deliveryID string) {
 	c.imu.Lock()
 	delete(c.inflight, deliveryID)
 	c.imu.Unlock()
-	c.Kick()
+	select {
+	case c.freed <- struct{}{}:
+	default:
+	}
+}
+
+// Go runs fn beside the read loop, for frames whose order does not matter
+// (acks): handled one after another, each frame that waits for a commit
+// would hold every later frame of the connection. At most prefetch run at
+// once; beyond that the read loop waits. The connection's handler returns
+// only after they finish.
+func (c *Conn) Go(fn func()) {
+	c.side <- struct{}{}
+	c.sideWG.Add(1)
+	go func() {
+		defer func() {
+			<-c.side
+			c.sideWG.Done()
+		}()
+		fn()
+	}()
 }
 
 // Kick asks the pump to look for deliveries now.
@@ -266,12 +292,13 @@ func (g *Gateway) serve(ws *websocket.Conn) {
 	cctx, ccancel := context.WithCancel(context.Background())
 	c := &Conn{
 		ID: fmt.Sprintf("%s/%d", g.db.NodeID(), g.nextID.Add(1)), Agent: a, Session: auth.SessionKey, Auth: auth,
-		g: g, ws: ws, ctx: cctx, cancel: ccancel, inflight: map[string]time.Time{}, kick: make(chan struct{}, 1),
+		g: g, ws: ws, ctx: cctx, cancel: ccancel, inflight: map[string]time.Time{}, kick: make(chan struct{}, 1), freed: make(chan struct{}, 1),
 		prefetch: g.opts.Prefetch,
 	}
 	if auth.Prefetch > 0 && auth.Prefetch <= 1000 {
 		c.prefetch = auth.Prefetch
 	}
+	c.side = make(chan struct{}, c.prefetch)
 	c.Dialect = factory()
 	c.lastSeen.Store(time.Now().UnixNano())
 	g.attach(c)
@@ -287,6 +314,7 @@ func (g *Gateway) serve(ws *websocket.Conn) {
 	go g.pump(c)
 	go g.watchdog(c)
 	g.readLoop(c)
+	c.sideWG.Wait()
 }
 
 func (g *Gateway) refuse(ws *websocket.Conn, code, reason string) {
@@ -384,10 +412,16 @@ func (g *Gateway) pump(c *Conn) {
 	defer stop()
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
+	// more says deliveries may be waiting that no wake-up will announce: at
+	// the start, after a wake-up or kick (perhaps while there was no room),
+	// after a lease ran out, and after a claim that filled its limit. A
+	// freed prefetch slot alone is no reason to claim.
+	more := true
 	for {
 		room := c.room()
-		if room > 0 {
-			ds, err := g.bus.Claim(c.ctx, c.Agent.ID, bus.ClaimOptions{Session: c.Session, Limit: min(room, 100), Lease: g.opts.Lease})
+		if room > 0 && more {
+			limit := min(room, 100)
+			ds, err := g.bus.Claim(c.ctx, c.Agent.ID, bus.ClaimOptions{Session: c.Session, Limit: limit, Lease: g.opts.Lease})
 			if err != nil {
 				if c.ctx.Err() != nil {
 					return
@@ -395,6 +429,8 @@ func (g *Gateway) pump(c *Conn) {
 				g.log.Warn("claim failed", "agentId", c.Agent.ID, "err", err)
 				ds = nil
 			}
+			// After a failed claim, try again on the next signal.
+			more = err != nil || len(ds) == limit
 			for _, d := range ds {
 				frame, ok := c.Dialect.Push(c, d)
 				if !ok {
@@ -411,7 +447,7 @@ func (g *Gateway) pump(c *Conn) {
 					p.Pushed(c, d)
 				}
 			}
-			if len(ds) == room {
+			if err == nil && more {
 				continue // there may be more
 			}
 		}
@@ -422,8 +458,12 @@ func (g *Gateway) pump(c *Conn) {
 		case <-c.ctx.Done():
 			return
 		case <-wake:
+			more = true
 		case <-c.kick:
+			more = true
+		case <-c.freed:
 		case <-retry.C:
+			more = true
 		}
 	}
 }

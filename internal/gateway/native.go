@@ -60,6 +60,18 @@ func (native) Handle(ctx context.Context, c *Conn, data []byte) {
 		_ = c.Event("error", ErrorFrame(probe.Ref, protocol.JSONError(err)))
 		return
 	}
+	switch f.Type {
+	case "ack", "nack", "extend":
+		// A settle does not depend on the order of frames: it waits for
+		// its commit beside the read loop, so acks never queue behind
+		// sends (each of which waits for a commit of its own).
+		c.Go(func() { handleFrame(ctx, c, f) })
+	default:
+		handleFrame(ctx, c, f)
+	}
+}
+
+func handleFrame(ctx context.Context, c *Conn, f ClientFrame) {
 	b := c.g.bus
 	so := bus.SettleOptions{Attempt: f.Attempt}
 	var result any

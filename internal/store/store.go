@@ -99,7 +99,17 @@ type DB struct {
 
 	stats Stats
 	smu   sync.Mutex
+
+	// wconn is SQLite's single writer connection, held for the life of
+	// the DB so statements can be prepared once on it (see stmt).
+	wconn *sql.Conn
+	stmu  sync.Mutex
+	stmts map[string]*sql.Stmt
 }
+
+// maxCachedStmts bounds the writer's prepared statements; queries built
+// with a variable number of placeholders beyond it are prepared per call.
+const maxCachedStmts = 1024
 
 // Stats are counters of the group committer, for metrics and benchmarks.
 type Stats struct {
@@ -170,6 +180,15 @@ func (db *DB) Close() error {
 	close(db.closing)
 	db.closeMu.Unlock()
 	db.wg.Wait()
+	db.stmu.Lock()
+	for _, st := range db.stmts {
+		st.Close()
+	}
+	db.stmts = nil
+	db.stmu.Unlock()
+	if db.wconn != nil {
+		db.wconn.Close()
+	}
 	if db.listenStop != nil {
 		db.listenStop()
 		<-db.listenDone
@@ -260,17 +279,76 @@ type note struct{ channel, payload string }
 
 // Exec runs a statement inside the transaction.
 func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(context.WithoutCancel(ctx), t.db.rebind(query), args...)
+	ctx = context.WithoutCancel(ctx)
+	if st := t.db.stmt(ctx, query); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return t.tx.ExecContext(ctx, t.db.rebind(query), args...)
 }
 
 // Query runs a query inside the transaction.
 func (t *Tx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return t.tx.QueryContext(context.WithoutCancel(ctx), t.db.rebind(query), args...)
+	ctx = context.WithoutCancel(ctx)
+	if st := t.db.stmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return t.tx.QueryContext(ctx, t.db.rebind(query), args...)
 }
 
 // QueryRow runs a single-row query inside the transaction.
 func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(context.WithoutCancel(ctx), t.db.rebind(query), args...)
+	ctx = context.WithoutCancel(ctx)
+	if st := t.db.stmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return t.tx.QueryRowContext(ctx, t.db.rebind(query), args...)
+}
+
+// stmt returns the writer connection's prepared statement for query, or
+// nil where there is none (PostgreSQL, whose driver caches prepared
+// statements itself; a full cache; a query that does not prepare, whose
+// error the unprepared path then reports).
+//
+// Parsing SQL costs SQLite as much as running these small statements, so
+// the single writer connection keeps its statements prepared. A statement
+// of that connection runs inside whatever transaction the connection has
+// open: the batch's transaction, since only the writer uses it.
+func (db *DB) stmt(ctx context.Context, query string) *sql.Stmt {
+	if db.wconn == nil {
+		return nil
+	}
+	db.stmu.Lock()
+	defer db.stmu.Unlock()
+	if st, ok := db.stmts[query]; ok {
+		return st
+	}
+	if db.stmts == nil || len(db.stmts) >= maxCachedStmts {
+		return nil
+	}
+	st, err := db.wconn.PrepareContext(ctx, query)
+	if err != nil {
+		return nil
+	}
+	db.stmts[query] = st
+	return st
+}
+
+// exec runs a batch-control statement (savepoints) in tx.
+func (db *DB) exec(ctx context.Context, tx *sql.Tx, query string) error {
+	if st := db.stmt(ctx, query); st != nil {
+		_, err := st.ExecContext(ctx)
+		return err
+	}
+	_, err := tx.ExecContext(ctx, query)
+	return err
+}
+
+// begin starts a batch's transaction on the writer connection.
+func (db *DB) begin(ctx context.Context) (*sql.Tx, error) {
+	if db.wconn != nil {
+		return db.wconn.BeginTx(ctx, nil)
+	}
+	return db.write.BeginTx(ctx, nil)
 }
 
 // Dialect reports the dialect of the database this transaction writes to.
@@ -386,7 +464,7 @@ func (db *DB) runBatch(batch []*writeReq) {
 	db.smu.Unlock()
 	results := make([]error, len(batch))
 	ctx := context.Background()
-	tx, err := db.write.BeginTx(ctx, nil)
+	tx, err := db.begin(ctx)
 	if err != nil {
 		for _, r := range batch {
 			r.done <- fmt.Errorf("store: begin: %w", err)
@@ -397,7 +475,7 @@ func (db *DB) runBatch(batch []*writeReq) {
 	for i, r := range batch {
 		r.tx = Tx{db: db, tx: tx, ctx: r.ctx}
 		if useSavepoints {
-			if _, err := tx.ExecContext(ctx, "SAVEPOINT sb"); err != nil {
+			if err := db.exec(ctx, tx, "SAVEPOINT sb"); err != nil {
 				results[i] = fmt.Errorf("store: savepoint: %w", err)
 				continue
 			}
@@ -406,11 +484,11 @@ func (db *DB) runBatch(batch []*writeReq) {
 		results[i] = err
 		if useSavepoints {
 			if err != nil {
-				if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT sb"); rerr != nil {
+				if rerr := db.exec(ctx, tx, "ROLLBACK TO SAVEPOINT sb"); rerr != nil {
 					results[i] = errors.Join(err, fmt.Errorf("store: rollback to savepoint: %w", rerr))
 				}
 			}
-			if _, rerr := tx.ExecContext(ctx, "RELEASE SAVEPOINT sb"); rerr != nil && err == nil {
+			if rerr := db.exec(ctx, tx, "RELEASE SAVEPOINT sb"); rerr != nil && err == nil {
 				results[i] = fmt.Errorf("store: release savepoint: %w", rerr)
 			}
 		}

@@ -264,6 +264,60 @@ func TestInClause(t *testing.T) {
 	}
 }
 
+// The writer's prepared statements run inside the batch's transaction: a
+// failed request's rows are rolled back, a request reads its own writes,
+// bad SQL reports its error without harming later writes, and queries
+// beyond the statement cache still run.
+func TestPreparedStatementsStayInTransaction(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		for i := 0; i < 3; i++ { // warm the statement cache, then reuse it
+			err := db.Write(ctx, func(tx *store.Tx) error {
+				if err := insertSetting(ctx, tx, fmt.Sprintf("rb%d", i), "x"); err != nil {
+					return err
+				}
+				var v string
+				if err := tx.QueryRow(ctx, "SELECT value FROM settings WHERE key = ?", fmt.Sprintf("rb%d", i)).Scan(&v); err != nil || v != "x" {
+					t.Errorf("own write not visible: %q, %v", v, err)
+				}
+				return errors.New("undo")
+			})
+			if err == nil || err.Error() != "undo" {
+				t.Fatalf("write %d: err = %v, want undo", i, err)
+			}
+		}
+		if n := countSettings(t, db, "rb"); n != 0 {
+			t.Fatalf("%d rows of failed writes survived", n)
+		}
+		err := db.Write(ctx, func(tx *store.Tx) error {
+			_, err := tx.Exec(ctx, "INSERT INTO no_such_table VALUES (?)", 1)
+			return err
+		})
+		if err == nil || !strings.Contains(err.Error(), "no_such_table") {
+			t.Fatalf("bad SQL: err = %v", err)
+		}
+		const distinct = 600 // more than the writer caches
+		err = db.Write(ctx, func(tx *store.Tx) error {
+			for i := 0; i < distinct; i++ {
+				var got int
+				if err := tx.QueryRow(ctx, fmt.Sprintf("SELECT %d + ?", i), 1).Scan(&got); err != nil {
+					return err
+				}
+				if got != i+1 {
+					return fmt.Errorf("query %d answered %d", i, got)
+				}
+			}
+			return insertSetting(ctx, tx, "after", "1")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if countSettings(t, db, "after") != 1 {
+			t.Fatal("write after bad SQL and a full cache was lost")
+		}
+	})
+}
+
 // Two writers locking the same rows in opposite orders deadlock on
 // PostgreSQL; the victim's work is re-run and both commit.
 func TestDeadlockVictimIsRetried(t *testing.T) {
