@@ -334,30 +334,37 @@ func TestDeadlockVictimIsRetried(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
+		// a locks x, then b locks y, then each reaches for the other's row:
+		// a deadlock on every run, whatever the machine's speed. Only the
+		// first run of each is choreographed; the victim's re-run just
+		// does its work.
 		var wg sync.WaitGroup
 		errs := make(chan error, 2)
 		var mu sync.Mutex
 		runs := map[string]int{}
-		started := make(chan struct{}, 4)
-		lockBoth := func(first, second, name string) {
+		aHasX, bHasY := make(chan struct{}), make(chan struct{})
+		lockBoth := func(first, second, name string, mine, theirs chan struct{}) {
 			defer wg.Done()
 			errs <- db.Write(ctx, func(tx *store.Tx) error {
 				mu.Lock()
 				runs[name]++
+				firstRun := runs[name] == 1
 				mu.Unlock()
 				if _, err := tx.Exec(ctx, "UPDATE settings SET value = value || ? WHERE key = ?", name, first); err != nil {
 					return err
 				}
-				started <- struct{}{}
-				time.Sleep(200 * time.Millisecond)
+				if firstRun {
+					close(mine)
+					<-theirs
+				}
 				_, err := tx.Exec(ctx, "UPDATE settings SET value = value || ? WHERE key = ?", name, second)
 				return err
 			})
 		}
 		wg.Add(2)
-		go lockBoth("x", "y", "a")
-		<-started // a holds x in its own transaction; b must go to another writer
-		go lockBoth("y", "x", "b")
+		go lockBoth("x", "y", "a", aHasX, bHasY)
+		<-aHasX // a holds x in its own transaction; b must go to another writer
+		go lockBoth("y", "x", "b", bHasY, aHasX)
 		wg.Wait()
 		close(errs)
 		for err := range errs {
@@ -365,7 +372,7 @@ func TestDeadlockVictimIsRetried(t *testing.T) {
 				t.Fatalf("write failed: %v", err)
 			}
 		}
-		if runs["a"]+runs["b"] < 3 {
+		if runs["a"]+runs["b"] != 3 {
 			t.Fatalf("expected a deadlock victim to be re-run: %v", runs)
 		}
 		var x, y string
