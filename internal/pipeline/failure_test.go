@@ -223,9 +223,9 @@ func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		h := newHarness(t, db, nil)
 		pidFile := filepath.Join(h.dir, "child.pid")
-		x := h.submitInline("id: slow\npipeline: [s]\n", `{}`, "---\nid: s\nrun: {exec: [\"@HELPER@\", pipeline-helper, sleep, \""+pidFile+"\"], timeout: 1s}\n---\n")
+		x := h.submitInline("id: slow\npipeline: [s]\n", `{}`, "---\nid: s\nrun: {exec: [\"@HELPER@\", pipeline-helper, sleep, \""+pidFile+"\"], timeout: 5s}\n---\n")
 		st := h.waitStep(x.ID, "s", StatusFailed)
-		if st.Error.Code != CodeTimeout || !strings.Contains(st.Error.Message, "within 1s") {
+		if st.Error.Code != CodeTimeout || !strings.Contains(st.Error.Message, "within 5s") {
 			t.Fatalf("%+v", st.Error)
 		}
 		b, err := os.ReadFile(pidFile)
