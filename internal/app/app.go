@@ -26,6 +26,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/clock"
 	"github.com/switchboard-hub/switchboard/internal/gateway"
 	"github.com/switchboard-hub/switchboard/internal/httpapi"
+	"github.com/switchboard-hub/switchboard/internal/pipeline"
 	"github.com/switchboard-hub/switchboard/internal/relay"
 	"github.com/switchboard-hub/switchboard/internal/social"
 	"github.com/switchboard-hub/switchboard/internal/store"
@@ -51,6 +52,9 @@ type Config struct {
 	Relay relay.Config
 	// MonitorInterval is how often bus thresholds are evaluated (default 10s).
 	MonitorInterval time.Duration
+	// Pipelines tunes skill pipelines (skills directory, local commands,
+	// retention, output cap).
+	Pipelines PipelineConfig
 
 	Logger *slog.Logger
 	Clock  clock.Clock
@@ -101,6 +105,8 @@ type App struct {
 	Metrics *prometheus.Registry
 	Social  *social.Service
 	Relay   *relay.Service
+	// Pipelines runs skill pipelines (system:pipeline on the bus).
+	Pipelines *pipeline.Engine
 
 	// AdminToken is set when this start generated the admin token.
 	AdminToken string
@@ -193,7 +199,10 @@ func (a *App) wire(ctx context.Context) error {
 	if err := a.wireSocial(ctx); err != nil {
 		return err
 	}
-	return a.wireRelay(ctx)
+	if err := a.wireRelay(ctx); err != nil {
+		return err
+	}
+	return a.wirePipelines(ctx)
 }
 
 // addWorker registers a background loop.
