@@ -549,6 +549,15 @@ func (s *Server) resumeExecution(w http.ResponseWriter, r *http.Request) error {
 	return WriteJSON(w, http.StatusOK, x)
 }
 
+func runsAStep(x *pipeline.Execution, agentID string) bool {
+	for _, st := range x.Steps {
+		if st.Agent == agentID {
+			return true
+		}
+	}
+	return false
+}
+
 func mayApprove(x *pipeline.Execution, skillID, agentID string) bool {
 	for _, st := range x.Steps {
 		if st.SkillID != skillID {
@@ -592,6 +601,15 @@ func (s *Server) invokeSkill(w http.ResponseWriter, r *http.Request) error {
 		Input: req.Input, IdempotencyKey: req.IdempotencyKey}
 	if !p.Admin {
 		ir.Caller = p.Agent.ID // only the agent running the step may invoke for it
+		// Nor may an agent that neither owns the execution nor runs one of
+		// its steps learn that it exists.
+		x, err := s.pipelines.Get(r.Context(), "", ir.ExecutionID)
+		if err != nil {
+			return err
+		}
+		if x.Owner != p.Agent.ID && !runsAStep(x, p.Agent.ID) {
+			return protocol.NotFound("execution_not_found", "no execution "+ir.ExecutionID)
+		}
 	}
 	x, err := s.pipelines.Invoke(r.Context(), ir)
 	if err != nil {
