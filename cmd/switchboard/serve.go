@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchboard-hub/switchboard/internal/app"
+	"github.com/switchboard-hub/switchboard/internal/httpapi"
 )
 
 func newServeCmd() *cobra.Command {
@@ -33,6 +34,11 @@ one of several nodes sharing a PostgreSQL database.`,
 			}
 			slog.SetDefault(logger)
 			cfg.Logger = logger
+			cfg.Limits.AgentBurst = int(2 * cfg.Limits.AgentRate)
+			cfg.Limits.IPRate, cfg.Limits.IPBurst = httpapi.DefaultLimits.IPRate, httpapi.DefaultLimits.IPBurst
+			if cfg.Limits.AgentRate <= 0 {
+				cfg.Limits.AgentRate, cfg.Limits.AgentBurst = 0, 0
+			}
 			cfg.Out = cmd.OutOrStdout()
 			a, err := app.New(cmd.Context(), cfg)
 			if err != nil {
@@ -53,6 +59,8 @@ one of several nodes sharing a PostgreSQL database.`,
 	f.StringVar(&cfg.DataDir, "data", env("SWITCHBOARD_DATA", ".switchboard"), "data directory (env SWITCHBOARD_DATA)")
 	f.StringVar(&cfg.DB, "db", env("SWITCHBOARD_DB", ""), "postgres:// URL; empty uses SQLite in the data directory (env SWITCHBOARD_DB)")
 	f.StringVar(&cfg.AdminToken, "admin-token", env("SWITCHBOARD_ADMIN_TOKEN", ""), "admin token; empty generates one at first start (env SWITCHBOARD_ADMIN_TOKEN)")
+	f.StringVar(&cfg.PublicURL, "public-url", env("SWITCHBOARD_PUBLIC_URL", ""), "URL the outside world reaches this hub at, e.g. https://hub.example.com; Telegram webhooks are registered under it (env SWITCHBOARD_PUBLIC_URL; default the listen address)")
+	f.StringVar(&cfg.SecretKey, "secret-key", env("SWITCHBOARD_SECRET_KEY", ""), "deployment secret sealing stored bot tokens, at least 16 characters; same on every node (env SWITCHBOARD_SECRET_KEY; default a key generated in the data directory)")
 	f.StringVar(&cfg.Onboarding, "onboarding", env("SWITCHBOARD_ONBOARDING", "invite"), "who may self-register agents: open, invite or closed (env SWITCHBOARD_ONBOARDING)")
 	f.StringVar(&cfg.RoutingRulesFile, "routing-rules", env("SWITCHBOARD_ROUTING_RULES", ""), "JSON file of tier routing rules laid over the defaults, e.g. {\"pm->pm\": \"any\"} (env SWITCHBOARD_ROUTING_RULES)")
 	f.IntVar(&cfg.Bus.MaxAttempts, "max-attempts", envInt("SWITCHBOARD_MAX_ATTEMPTS", 10), "deliveries of one message before it is dead-lettered (env SWITCHBOARD_MAX_ATTEMPTS)")
@@ -63,6 +71,7 @@ one of several nodes sharing a PostgreSQL database.`,
 	f.DurationVar(&cfg.Pipelines.Retention, "pipeline-retention", envDuration("SWITCHBOARD_PIPELINE_RETENTION", 7*24*time.Hour), "finished pipeline executions older than this are pruned (env SWITCHBOARD_PIPELINE_RETENTION)")
 	f.IntVar(&cfg.Pipelines.MaxOutputBytes, "max-output-bytes", envInt("SWITCHBOARD_MAX_OUTPUT_BYTES", 1<<20), "largest standard output one pipeline step may return (env SWITCHBOARD_MAX_OUTPUT_BYTES)")
 	f.DurationVar(&cfg.Pipelines.ExecLease, "pipeline-exec-lease", envDuration("SWITCHBOARD_PIPELINE_EXEC_LEASE", 30*time.Second), "lease of a running local command: how soon a crashed node's commands run again (env SWITCHBOARD_PIPELINE_EXEC_LEASE)")
+	f.Float64Var(&cfg.Limits.AgentRate, "rate-limit", envFloat("SWITCHBOARD_RATE_LIMIT", httpapi.DefaultLimits.AgentRate), "API requests per second per agent (burst twice that; 0 disables) (env SWITCHBOARD_RATE_LIMIT)")
 	f.StringVar(&logFormat, "log-format", env("SWITCHBOARD_LOG_FORMAT", "auto"), "auto (text on a terminal, JSON otherwise), json or text (env SWITCHBOARD_LOG_FORMAT)")
 	f.StringVar(&logLevel, "log-level", env("SWITCHBOARD_LOG_LEVEL", "info"), "debug, info, warn or error (env SWITCHBOARD_LOG_LEVEL)")
 	return cmd
@@ -104,6 +113,13 @@ func envBool(name string, def bool) bool {
 
 func envDuration(name string, def time.Duration) time.Duration {
 	if v, err := time.ParseDuration(env(name, "")); err == nil {
+		return v
+	}
+	return def
+}
+
+func envFloat(name string, def float64) float64 {
+	if v, err := strconv.ParseFloat(env(name, ""), 64); err == nil {
 		return v
 	}
 	return def

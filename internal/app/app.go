@@ -30,6 +30,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/relay"
 	"github.com/switchboard-hub/switchboard/internal/social"
 	"github.com/switchboard-hub/switchboard/internal/store"
+	"github.com/switchboard-hub/switchboard/internal/telegram/hosted"
 	"github.com/switchboard-hub/switchboard/internal/version"
 )
 
@@ -41,13 +42,23 @@ type Config struct {
 	DB         string // postgres:// URL or a SQLite file path; empty for <DataDir>/switchboard.db
 	AdminToken string // fixed admin token; empty generates one at first start
 	Onboarding string // open | invite | closed (social layer)
-	PublicURL  string // how clients reach this hub, for links in documents (default http://Addr)
+	PublicURL  string // how clients (and Telegram's webhooks) reach this hub, for links and webhook URLs (default http://Addr)
+	// SecretKey is the deployment secret that seals stored secrets (bot
+	// tokens); empty uses <DataDir>/secret-key, generated at first start.
+	// Nodes sharing one PostgreSQL database need the same value.
+	SecretKey string
+	// Telegram tunes the hosted Telegram bots (intervals, Bot API client).
+	Telegram hosted.Tuning
 
 	// Bus tunes the message bus (TTL, leases, attempts, routing rules,
 	// thresholds); zero values take the bus defaults.
 	Bus bus.Config
 	// RoutingRulesFile is a JSON routing table laid over the default rules.
 	RoutingRulesFile string
+	// Limits are the API's request rate limits; the zero value means
+	// httpapi.DefaultLimits, and NoRateLimits turns them off (tests).
+	Limits       httpapi.Limits
+	NoRateLimits bool
 	// Relay tunes live conversations (caps, TTLs); zero values take defaults.
 	Relay relay.Config
 	// MonitorInterval is how often bus thresholds are evaluated (default 10s).
@@ -107,6 +118,8 @@ type App struct {
 	Relay   *relay.Service
 	// Pipelines runs skill pipelines (system:pipeline on the bus).
 	Pipelines *pipeline.Engine
+	// Telegram hosts the Telegram bots (reply-end controls).
+	Telegram *hosted.Host
 
 	// AdminToken is set when this start generated the admin token.
 	AdminToken string
@@ -184,6 +197,12 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		WebSocket: a.Gateway,
 	})
 	a.API.AddReadiness("bus", a.Bus.ReadinessReason)
+	switch {
+	case cfg.NoRateLimits:
+		a.API.Router().SetLimits(httpapi.Limits{})
+	case cfg.Limits != (httpapi.Limits{}):
+		a.API.Router().SetLimits(cfg.Limits)
+	}
 	if err := a.wire(ctx); err != nil {
 		a.closeStore()
 		return nil, err
@@ -202,7 +221,10 @@ func (a *App) wire(ctx context.Context) error {
 	if err := a.wireRelay(ctx); err != nil {
 		return err
 	}
-	return a.wirePipelines(ctx)
+	if err := a.wirePipelines(ctx); err != nil {
+		return err
+	}
+	return a.wireTelegram(ctx)
 }
 
 // addWorker registers a background loop.

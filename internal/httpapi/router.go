@@ -48,6 +48,9 @@ type Op struct {
 	// Raw marks handlers that manage the response themselves (WebSocket,
 	// streams, webhooks); they still get auth and logging.
 	Raw bool
+	// AddressLimited applies the per-address rate limit to a public
+	// endpoint anyone may call (self-registration).
+	AddressLimited bool
 }
 
 // Param documents a query parameter.
@@ -68,6 +71,14 @@ type Router struct {
 	log     *slog.Logger
 	auth    Authenticator
 	latency *prometheus.HistogramVec
+	agents  *limiter // per-agent request rate
+	public  *limiter // per-address rate of public POSTs
+}
+
+// SetLimits installs request rate limits (DefaultLimits unless changed).
+func (rt *Router) SetLimits(l Limits) {
+	rt.agents = newLimiter(l.AgentRate, l.AgentBurst)
+	rt.public = newLimiter(l.IPRate, l.IPBurst)
 }
 
 // Authenticator resolves a bearer token to a principal.
@@ -78,6 +89,7 @@ type Authenticator interface {
 // NewRouter returns an empty router.
 func NewRouter(log *slog.Logger, auth Authenticator, reg prometheus.Registerer) *Router {
 	rt := &Router{mux: http.NewServeMux(), log: log, auth: auth}
+	rt.SetLimits(DefaultLimits)
 	rt.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "switchboard_http_request_duration_seconds",
 		Help:    "HTTP request latency by route and status class.",
@@ -210,11 +222,25 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, op Op, route str
 		}
 		rt.log.Log(ctx, lvl, "http", "method", r.Method, "path", r.URL.Path, "status", status, "ms", float64(dur.Microseconds())/1000, "requestId", rid)
 	}()
+	if op.AddressLimited {
+		if ok, wait := rt.public.allow(clientAddr(r)); !ok {
+			setRetryAfter(sw, wait)
+			WriteError(sw, r, rateLimited(clientAddr(r), wait), rid)
+			return
+		}
+	}
 	if op.Auth != AuthPublic {
 		p, err := rt.authenticate(r)
 		if err != nil {
 			WriteError(sw, r, err, rid)
 			return
+		}
+		if !p.Admin {
+			if ok, wait := rt.agents.allow(p.AgentID()); !ok {
+				setRetryAfter(sw, wait)
+				WriteError(sw, r, rateLimited("agent "+p.AgentID(), wait), rid)
+				return
+			}
 		}
 		if op.Auth == AuthAdmin && !p.Admin {
 			WriteError(sw, r, &protocol.Error{Class: protocol.ClassPermission, Code: "admin_required",

@@ -52,7 +52,7 @@ func queryActor(r *http.Request) (social.Actor, error) {
 
 func (s *Server) registerSocialAccount() {
 	rt := s.router
-	rt.Handle(Op{Method: "POST", Path: "/v1/onboarding/activate", Summary: "Self-register an agent (open or invite onboarding); returns its appToken once",
+	rt.Handle(Op{Method: "POST", Path: "/v1/onboarding/activate", Summary: "Self-register an agent (open or invite onboarding); returns its appToken once", AddressLimited: true,
 		Tag: "social", Auth: AuthPublic, Request: social.ActivateInput{}, Response: social.Activation{}, Status: http.StatusCreated, MaxBody: 64 << 10},
 		func(w http.ResponseWriter, r *http.Request) error {
 			var in social.ActivateInput

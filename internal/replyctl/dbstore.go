@@ -121,6 +121,9 @@ type convTx struct {
 
 func (c *convTx) State() State { return c.st }
 
+// StoreTx implements StoreTxer.
+func (c *convTx) StoreTx() *store.Tx { return c.tx }
+
 func (c *convTx) SetState(st State) error {
 	res, err := c.tx.Exec(c.ctx, `UPDATE replyctl_conversations SET last_choice = ?, source = ?, choice_at = ?, reply_id = ?,
 		message_id = ?, choice_user_id = ?, choice_expires_at = ?, live_nonce = ?, live_message_id = ?, live_reply_id = ?,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchboard-hub/switchboard/internal/clock"
 	"github.com/switchboard-hub/switchboard/internal/protocol"
+	"github.com/switchboard-hub/switchboard/internal/store"
 )
 
 // Options tune a Service. Zero values pick the defaults.
@@ -214,6 +215,14 @@ type TapInput struct {
 	// is set and the tapper is not the user the reply addresses; nil, or an
 	// error, means no.
 	IsAdmin func(ctx context.Context) (bool, error)
+	// OnChange, when set, runs inside the transaction that changes the
+	// conversation (only when the tap changes it), with the outcome Tap is
+	// about to return. Work it does through tx — pushing the decision to the
+	// runtime over the bus — commits atomically with the change; an error
+	// undoes both and Tap returns it. It may run more than once when the
+	// store retries a transaction. It needs a Store whose transactions are
+	// store transactions (DBStore).
+	OnChange func(ctx context.Context, tx *store.Tx, out TapOutcome) error
 }
 
 // TapResult is how a tap was answered.
@@ -379,6 +388,15 @@ func (s *Service) Tap(ctx context.Context, cfg BotConfig, in TapInput) (TapOutco
 		if res != TapChosen {
 			out.Events = append(out.Events, rejectedEvent(res, &cur))
 		}
+		if o.changed && in.OnChange != nil {
+			stx, err := storeTxOf(tx)
+			if err != nil {
+				return err
+			}
+			if err := in.OnChange(ctx, stx, out); err != nil {
+				return err
+			}
+		}
 		done = out
 		return nil
 	})
@@ -392,6 +410,21 @@ func (s *Service) Tap(ctx context.Context, cfg BotConfig, in TapInput) (TapOutco
 }
 
 var errNoncePruned = errors.New("replyctl: nonce pruned")
+
+// StoreTxer is implemented by the ConvTx of stores that run on the
+// Switchboard store (DBStore): it exposes the store transaction an Update
+// runs in, so the OnChange and Forward hooks can make other subsystems'
+// writes part of it.
+type StoreTxer interface {
+	StoreTx() *store.Tx
+}
+
+func storeTxOf(tx ConvTx) (*store.Tx, error) {
+	if s, ok := tx.(StoreTxer); ok && s.StoreTx() != nil {
+		return s.StoreTx(), nil
+	}
+	return nil, errors.New("replyctl: OnChange and Forward need a store-backed Store (DBStore)")
+}
 
 func toastFor(r TapResult, c Choice, l Locale) string {
 	t := TextsFor(l)
@@ -420,6 +453,15 @@ func toastFor(r TapResult, c Choice, l Locale) string {
 // forwarding it: the message itself is never held back.
 type TypedInput struct {
 	Where Where // Where.UserID is the author
+	// Forward, when set, runs inside the transaction that records the typed
+	// message, with the outcome Typed is about to return: forwarding the
+	// message to the runtime (a bus enqueue) through tx then commits
+	// atomically with superseding the choice, and an error undoes both. With
+	// Forward, Typed always runs a transaction, even when there is nothing to
+	// supersede. It may run more than once when the store retries a
+	// transaction. It needs a Store whose transactions are store
+	// transactions (DBStore).
+	Forward func(ctx context.Context, tx *store.Tx, out TypedOutcome) error
 }
 
 // TypedOutcome says what a typed message changed.
@@ -435,7 +477,7 @@ type TypedOutcome struct {
 // (live keyboard) or a standing continue/stop becomes
 // superseded_by_message, and the live keyboard is removed; a later tap on
 // that reply is answered "no longer current". Nothing is written when there
-// is nothing to supersede.
+// is nothing to supersede, unless in.Forward asks for a transaction.
 func (s *Service) Typed(ctx context.Context, cfg BotConfig, in TypedInput) (TypedOutcome, error) {
 	key := cfg.KeyOf(in.Where)
 	if err := key.Validate(); err != nil {
@@ -446,7 +488,7 @@ func (s *Service) Typed(ctx context.Context, cfg BotConfig, in TypedInput) (Type
 	if err != nil {
 		return TypedOutcome{}, err
 	}
-	if !needsOverride(st.asOf(now)) && !stateExpiring(st, now) {
+	if in.Forward == nil && !needsOverride(st.asOf(now)) && !stateExpiring(st, now) {
 		return TypedOutcome{Key: key, Decision: Decide(st, now)}, nil
 	}
 	var out TypedOutcome
@@ -464,7 +506,17 @@ func (s *Service) Typed(ctx context.Context, cfg BotConfig, in TypedInput) (Type
 		if err := o.commit(); err != nil {
 			return err
 		}
-		out = TypedOutcome{Key: key, Changed: o.changed, Edits: o.edits, Events: o.events, Decision: Decide(o.st, now)}
+		res := TypedOutcome{Key: key, Changed: o.changed, Edits: o.edits, Events: o.events, Decision: Decide(o.st, now)}
+		if in.Forward != nil {
+			stx, err := storeTxOf(tx)
+			if err != nil {
+				return err
+			}
+			if err := in.Forward(ctx, stx, res); err != nil {
+				return err
+			}
+		}
+		out = res
 		return nil
 	})
 	if err != nil {

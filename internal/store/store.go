@@ -27,6 +27,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Dialect identifies the SQL implementation behind a DB.
@@ -298,6 +300,39 @@ type writeReq struct {
 // and should not block on anything but the database. Its error is returned
 // unchanged and undoes only its own work.
 func (db *DB) Write(ctx context.Context, fn func(tx *Tx) error) error {
+	// PostgreSQL may pick a caller's work as a deadlock victim or refuse it
+	// on a serialization conflict with another batch; that work is re-run
+	// from scratch in a fresh batch, as callers would otherwise have to.
+	var err error
+	for attempt := 0; attempt < maxRetries; attempt++ {
+		err = db.write1(ctx, fn)
+		if !IsRetryable(err) {
+			return err
+		}
+		db.log.Debug("write retried after a conflict", "attempt", attempt+1, "err", err)
+		select {
+		case <-time.After(time.Duration(attempt+1) * 5 * time.Millisecond):
+		case <-ctx.Done():
+			return err
+		}
+	}
+	return err
+}
+
+// maxRetries bounds re-runs of a write that lost a conflict.
+const maxRetries = 5
+
+// IsRetryable reports whether err is a PostgreSQL deadlock (40P01) or
+// serialization failure (40001): the work may succeed when run again.
+func IsRetryable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "40P01" || pe.Code == "40001"
+	}
+	return false
+}
+
+func (db *DB) write1(ctx context.Context, fn func(tx *Tx) error) error {
 	db.closeMu.RLock()
 	if db.closed {
 		db.closeMu.RUnlock()

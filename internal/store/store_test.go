@@ -263,3 +263,62 @@ func TestInClause(t *testing.T) {
 		}
 	}
 }
+
+// Two writers locking the same rows in opposite orders deadlock on
+// PostgreSQL; the victim's work is re-run and both commit.
+func TestDeadlockVictimIsRetried(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		if db.Dialect() != store.Postgres {
+			t.Skip("SQLite has one writer: no deadlocks")
+		}
+		ctx := context.Background()
+		if err := db.Write(ctx, func(tx *store.Tx) error {
+			if err := insertSetting(ctx, tx, "x", "0"); err != nil {
+				return err
+			}
+			return insertSetting(ctx, tx, "y", "0")
+		}); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 2)
+		var mu sync.Mutex
+		runs := map[string]int{}
+		started := make(chan struct{}, 4)
+		lockBoth := func(first, second, name string) {
+			defer wg.Done()
+			errs <- db.Write(ctx, func(tx *store.Tx) error {
+				mu.Lock()
+				runs[name]++
+				mu.Unlock()
+				if _, err := tx.Exec(ctx, "UPDATE settings SET value = value || ? WHERE key = ?", name, first); err != nil {
+					return err
+				}
+				started <- struct{}{}
+				time.Sleep(200 * time.Millisecond)
+				_, err := tx.Exec(ctx, "UPDATE settings SET value = value || ? WHERE key = ?", name, second)
+				return err
+			})
+		}
+		wg.Add(2)
+		go lockBoth("x", "y", "a")
+		<-started // a holds x in its own transaction; b must go to another writer
+		go lockBoth("y", "x", "b")
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("write failed: %v", err)
+			}
+		}
+		if runs["a"]+runs["b"] < 3 {
+			t.Fatalf("expected a deadlock victim to be re-run: %v", runs)
+		}
+		var x, y string
+		db.QueryRow(ctx, "SELECT value FROM settings WHERE key = 'x'").Scan(&x)
+		db.QueryRow(ctx, "SELECT value FROM settings WHERE key = 'y'").Scan(&y)
+		if len(x) != 3 || len(y) != 3 {
+			t.Fatalf("x=%q y=%q: each write applied exactly once", x, y)
+		}
+	})
+}

@@ -51,8 +51,11 @@ func Start(t testing.TB, dsn string, opts ...Options) *Hub {
 		DataDir:    dir,
 		AdminToken: AdminToken,
 		Onboarding: "open",
-		Logger:     testLogger(),
-		Out:        io.Discard,
+		// Tests drive agents far faster than any real one; rate limits
+		// have their own test.
+		NoRateLimits: true,
+		Logger:       testLogger(),
+		Out:          io.Discard,
 	}
 	cfg.DB = dsn
 	for _, o := range opts {
@@ -72,7 +75,15 @@ func (h *Hub) start() {
 	if err != nil {
 		h.t.Fatalf("start hub: %v", err)
 	}
-	if err := a.Start(); err != nil {
+	// On a restart the old listener's port is free at once on Linux and
+	// macOS; allow a moment where it is not.
+	for attempt := 0; ; attempt++ {
+		if err = a.Start(); err == nil || attempt == 50 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
 		a.Close()
 		h.t.Fatalf("start hub: %v", err)
 	}
