@@ -260,7 +260,7 @@ func progressRows(x *client.Execution, now time.Time) []string {
 		if st.Error != nil && st.Status != "completed" {
 			row += "  " + st.Error.Code
 		}
-		rows = append(rows, row)
+		rows = append(rows, strings.TrimRight(row, " "))
 	}
 	return rows
 }
