@@ -472,6 +472,24 @@ func (s *Server) executionEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	x, err := s.pipelines.Get(r.Context(), owner, id)
+	if err != nil {
+		return err
+	}
+	if x.Status.Terminal() && len(evs) < limit {
+		// The last events commit with the final status: once the status
+		// reads terminal, a second look finds any the first one missed, so
+		// "no events and finished" really is the end of the log.
+		last := after
+		if len(evs) > 0 {
+			last = evs[len(evs)-1].Seq
+		}
+		more, err := s.pipelines.Events(r.Context(), owner, id, last, limit-len(evs))
+		if err != nil {
+			return err
+		}
+		evs = append(evs, more...)
+	}
 	if format == "log" {
 		var b bytes.Buffer
 		for _, ev := range evs {
@@ -481,10 +499,6 @@ func (s *Server) executionEvents(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
 		_, err := w.Write(b.Bytes())
-		return err
-	}
-	x, err := s.pipelines.Get(r.Context(), owner, id)
-	if err != nil {
 		return err
 	}
 	last := after

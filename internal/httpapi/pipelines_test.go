@@ -242,6 +242,11 @@ func TestPipelineStepFailures(t *testing.T) {
 		// No answer: TIMEOUT; the late answer is refused with attempt_settled.
 		id = run("1s")
 		d, task = rawTask(t, wc)
+		// Acknowledged at once, so the delivery is settled before its TTL
+		// (the 1s timeout) can expire it while the snapshots are compared.
+		if _, err := wc.Ack(ctxFor(t), d.DeliveryID, d.Attempt); err != nil {
+			t.Fatal(err)
+		}
 		x := waitStatus(t, h.Admin, id)
 		if se := stepError(t, x, "s"); se.Code != "TIMEOUT" {
 			t.Errorf("timeout: %+v", se)
@@ -254,7 +259,6 @@ func TestPipelineStepFailures(t *testing.T) {
 			t.Errorf("late answer: %v", err)
 		}
 		unchanged(t, h, "the refused answer", bus)
-		_, _ = wc.Ack(ctxFor(t), d.DeliveryID, d.Attempt)
 		if x2 := waitStatus(t, h.Admin, id); x2.Version != x.Version {
 			t.Errorf("the refused answer changed the execution: version %d → %d", x.Version, x2.Version)
 		}
