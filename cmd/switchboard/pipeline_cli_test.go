@@ -5,11 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/switchboard-hub/switchboard/client"
+	"github.com/switchboard-hub/switchboard/internal/app/apptest"
 )
 
 // runLocal runs a command that needs no hub and returns its output.
@@ -83,5 +87,59 @@ func TestProgressView(t *testing.T) {
 	}
 	if strings.Contains(plain.String(), "\x1b[") {
 		t.Fatal("ANSI codes in plain output")
+	}
+}
+
+// The registry and control commands against a hub: skills put, list, get
+// and delete; pipeline validate, run (id only), list, status, resume of an
+// approval gate, cancel.
+func TestPipelineControlCLI(t *testing.T) {
+	h := apptest.Start(t, "")
+	a, _ := h.NewAgent("Worker")
+	dir := t.TempDir()
+	skill := filepath.Join(dir, "work.md")
+	os.WriteFile(skill, []byte("---\nid: work\nversion: 2.1.0\nrun: {agent: "+a.ID+"}\n---\nDo the work.\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "gate.yaml"), []byte("id: gate\npipeline: [review, work]\nsteps:\n  review: {approval: true}\n  work: {upstream: [review]}\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "review.md"), []byte("---\nid: review\n---\nLook at it.\n"), 0o644)
+
+	if out := mustRun(t, h, apptest.AdminToken, "skills", "put", skill, filepath.Join(dir, "review.md")); !strings.Contains(out, "registered work 2.1.0") {
+		t.Fatalf("skills put: %s", out)
+	}
+	if out := mustRun(t, h, apptest.AdminToken, "skills", "list"); !regexp.MustCompile(`work +2\.1\.0 +agent `+a.ID+` +\(shared\)`).MatchString(out) {
+		t.Fatalf("skills list:\n%s", out)
+	}
+	if out := mustRun(t, h, apptest.AdminToken, "skills", "get", "work"); !strings.Contains(out, "Do the work.") {
+		t.Fatalf("skills get:\n%s", out)
+	}
+	gate := filepath.Join(dir, "gate.yaml")
+	if out := mustRun(t, h, apptest.AdminToken, "pipeline", "validate", gate); !strings.Contains(out, "is valid") {
+		t.Fatalf("validate: %s", out)
+	}
+	id := strings.TrimSpace(mustRun(t, h, apptest.AdminToken, "pipeline", "run", gate))
+	if !strings.HasPrefix(id, "run_") {
+		t.Fatalf("run printed %q", id)
+	}
+	if out := mustRun(t, h, apptest.AdminToken, "pipeline", "list", "--pipeline", "gate"); !strings.Contains(out, id) || !strings.Contains(out, "running") {
+		t.Fatalf("list:\n%s", out)
+	}
+	if out := mustRun(t, h, apptest.AdminToken, "pipeline", "status", id); !strings.Contains(out, "? review  waiting_input") {
+		t.Fatalf("status:\n%s", out)
+	}
+	if out, err := run(t, h, apptest.AdminToken, "", "pipeline", "resume", id); err == nil || !strings.Contains(err.Error(), "--skill") {
+		t.Fatalf("resume without --skill: %v %s", err, out)
+	}
+	mustRun(t, h, apptest.AdminToken, "pipeline", "resume", id, "--skill", "review", "--data", `{"ok": true}`)
+	if out := mustRun(t, h, apptest.AdminToken, "pipeline", "cancel", id, "--reason", "enough"); out != id+" cancelled\n" {
+		t.Fatalf("cancel: %q", out)
+	}
+	if out := mustRun(t, h, apptest.AdminToken, "pipeline", "events", id); !strings.Contains(out, `[pipeline:cancelled] {"execution_id": "`+id+`", "reason": "enough"}`) {
+		t.Fatalf("events:\n%s", out)
+	}
+	if _, err := run(t, h, apptest.AdminToken, "", "pipeline", "run", gate, "--input", "{not json"); err == nil || !strings.Contains(err.Error(), "--input") {
+		t.Fatalf("bad --input: %v", err)
+	}
+	mustRun(t, h, apptest.AdminToken, "skills", "delete", "work")
+	if _, err := run(t, h, apptest.AdminToken, "", "skills", "get", "work"); client.Code(err) != "skill_not_found" {
+		t.Fatalf("get after delete: %v", err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -141,6 +143,23 @@ func TestPipelineSubmitBadInput(t *testing.T) {
 		}
 		// A PM may run steps on its own workers (the routing rules allow it).
 		mustOK(t, h, "pm submits", post("/v1/executions", tm.P1.Token, body), 201)
+		// The admin may run a pipeline file on the hub's disk, its skills_dir
+		// read relative to it.
+		dir := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(dir, "skills"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_ = os.WriteFile(filepath.Join(dir, "p.yaml"), []byte("id: ondisk\nskills_dir: skills\npipeline: [a]\n"), 0o644)
+		_ = os.WriteFile(filepath.Join(dir, "skills", "a.md"), []byte(okSkill), 0o644)
+		file, _ := json.Marshal(map[string]any{"file": filepath.Join(dir, "p.yaml"), "input": map[string]any{}})
+		r = mustOK(t, h, "file on the hub", post("/v1/executions", apptest.AdminToken, file), 201)
+		if r.body["pipeline_id"] != "ondisk" {
+			t.Fatalf("file on the hub: %s", r.raw)
+		}
+		missing, _ := json.Marshal(map[string]any{"file": filepath.Join(dir, "nope.yaml")})
+		if r := do(t, h, post("/v1/executions", apptest.AdminToken, missing)); r.status != 400 || r.body["error"] != "invalid_pipeline" || !strings.Contains(r.raw, "cannot read") {
+			t.Errorf("missing file: %s", r.raw)
+		}
 	})
 }
 
@@ -259,6 +278,19 @@ func TestPipelineStepFailures(t *testing.T) {
 			t.Errorf("late answer: %v", err)
 		}
 		unchanged(t, h, "the refused answer", bus)
+		// The bus's own E004 for the task's deadline reaches system:pipeline
+		// too; the engine ignores it (it timed the step out itself), so the
+		// sweep that sends it commits.
+		deadline := time.Now().Add(10 * time.Second)
+		for state := ""; state != "timed_out"; {
+			if err := h.App.DB.QueryRow(ctxFor(t), `SELECT deadline_state FROM bus_messages WHERE sender = 'system:pipeline' AND client_id = ?`, task.Request.ID).Scan(&state); err != nil {
+				t.Fatal(err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the task's deadline is %q, want timed_out", state)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 		if x2 := waitStatus(t, h.Admin, id); x2.Version != x.Version {
 			t.Errorf("the refused answer changed the execution: version %d → %d", x.Version, x2.Version)
 		}
