@@ -105,7 +105,7 @@ func TestPipelineControlCLI(t *testing.T) {
 	if out := mustRun(t, h, apptest.AdminToken, "skills", "put", skill, filepath.Join(dir, "review.md")); !strings.Contains(out, "registered work 2.1.0") {
 		t.Fatalf("skills put: %s", out)
 	}
-	if out := mustRun(t, h, apptest.AdminToken, "skills", "list"); !regexp.MustCompile(`work +2\.1\.0 +agent `+a.ID+` +\(shared\)`).MatchString(out) {
+	if out := mustRun(t, h, apptest.AdminToken, "skills", "list"); !regexp.MustCompile(`work +2\.1\.0 +agent ` + a.ID + ` +\(shared\)`).MatchString(out) {
 		t.Fatalf("skills list:\n%s", out)
 	}
 	if out := mustRun(t, h, apptest.AdminToken, "skills", "get", "work"); !strings.Contains(out, "Do the work.") {
