@@ -112,8 +112,8 @@ func Status(err error) int {
 	return 0
 }
 
-// Do sends a JSON request and decodes a JSON answer into out (if non-nil).
-// query may be nil.
+// Do sends a JSON request and decodes a JSON answer into out (if non-nil;
+// a *[]byte receives the body unparsed). query may be nil.
 func (c *Client) Do(ctx context.Context, method, path string, query url.Values, in, out any) error {
 	_, err := c.do(ctx, method, path, query, in, out)
 	return err
@@ -156,6 +156,10 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		e := &Error{Status: resp.StatusCode, Raw: raw}
 		_ = json.Unmarshal(raw, &e.Body)
 		return resp.StatusCode, e
+	}
+	if b, ok := out.(*[]byte); ok {
+		*b = raw // the body as sent (state.json, events.log)
+		return resp.StatusCode, nil
 	}
 	if out != nil && len(raw) > 0 {
 		if err := json.Unmarshal(raw, out); err != nil {

@@ -102,6 +102,7 @@ type hubProcess struct {
 	dataDir string
 	db      string
 	logPath string
+	args    []string // extra serve flags
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -146,6 +147,7 @@ func (p *hubProcess) start() {
 		if p.db != "" {
 			args = append(args, "--db", p.db)
 		}
+		args = append(args, p.args...)
 		cmd := exec.Command(p.bin, args...)
 		cmd.Env = childEnv()
 		cmd.Stdout, cmd.Stderr = logf, logf

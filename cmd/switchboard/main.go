@@ -27,6 +27,10 @@ func main() {
 	defer stop()
 	root := newRoot()
 	if err := root.ExecuteContext(ctx); err != nil {
+		var code exitCode
+		if errors.As(err, &code) {
+			os.Exit(int(code)) // the command already reported why
+		}
 		printError(root.ErrOrStderr(), err)
 		os.Exit(1)
 	}

@@ -66,6 +66,11 @@ one of several nodes sharing a PostgreSQL database.`,
 	f.IntVar(&cfg.Bus.MaxAttempts, "max-attempts", envInt("SWITCHBOARD_MAX_ATTEMPTS", 10), "deliveries of one message before it is dead-lettered (env SWITCHBOARD_MAX_ATTEMPTS)")
 	f.DurationVar(&cfg.Bus.DefaultTTL, "default-ttl", envDuration("SWITCHBOARD_DEFAULT_TTL", time.Hour), "TTL of envelopes that give none (env SWITCHBOARD_DEFAULT_TTL)")
 	f.DurationVar(&cfg.Bus.LeaseDuration, "lease", envDuration("SWITCHBOARD_LEASE", time.Minute), "how long a claimed delivery stays leased before redelivery (env SWITCHBOARD_LEASE)")
+	f.StringVar(&cfg.Pipelines.SkillsDir, "skills-dir", env("SWITCHBOARD_SKILLS_DIR", ""), "skill files registered at start in the deployment's shared registry (env SWITCHBOARD_SKILLS_DIR)")
+	f.BoolVar(&cfg.Pipelines.AllowExec, "allow-exec", envBool("SWITCHBOARD_ALLOW_EXEC", false), "let the admin run pipeline skills that execute local commands on this host (env SWITCHBOARD_ALLOW_EXEC)")
+	f.DurationVar(&cfg.Pipelines.Retention, "pipeline-retention", envDuration("SWITCHBOARD_PIPELINE_RETENTION", 7*24*time.Hour), "finished pipeline executions older than this are pruned (env SWITCHBOARD_PIPELINE_RETENTION)")
+	f.IntVar(&cfg.Pipelines.MaxOutputBytes, "max-output-bytes", envInt("SWITCHBOARD_MAX_OUTPUT_BYTES", 1<<20), "largest standard output one pipeline step may return (env SWITCHBOARD_MAX_OUTPUT_BYTES)")
+	f.DurationVar(&cfg.Pipelines.ExecLease, "pipeline-exec-lease", envDuration("SWITCHBOARD_PIPELINE_EXEC_LEASE", 30*time.Second), "lease of a running local command: how soon a crashed node's commands run again (env SWITCHBOARD_PIPELINE_EXEC_LEASE)")
 	f.Float64Var(&cfg.Limits.AgentRate, "rate-limit", envFloat("SWITCHBOARD_RATE_LIMIT", httpapi.DefaultLimits.AgentRate), "API requests per second per agent (burst twice that; 0 disables) (env SWITCHBOARD_RATE_LIMIT)")
 	f.DurationVar(&cfg.A2A.Wait, "a2a-wait", envDuration("SWITCHBOARD_A2A_WAIT", time.Hour), "how long an A2A message waits for its agent to answer (env SWITCHBOARD_A2A_WAIT)")
 	f.IntVar(&cfg.A2A.RatePerMinute, "a2a-rate", envInt("SWITCHBOARD_A2A_RATE", 120), "requests per minute each A2A caller may make (env SWITCHBOARD_A2A_RATE)")
@@ -97,6 +102,13 @@ func newLogger(format, level string) (*slog.Logger, error) {
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(env(name, "")); err == nil {
+		return v
+	}
+	return def
+}
+
+func envBool(name string, def bool) bool {
+	if v, err := strconv.ParseBool(env(name, "")); err == nil {
 		return v
 	}
 	return def

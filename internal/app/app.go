@@ -29,6 +29,7 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/gateway"
 	"github.com/switchboard-hub/switchboard/internal/httpapi"
 	"github.com/switchboard-hub/switchboard/internal/mcpserver"
+	"github.com/switchboard-hub/switchboard/internal/pipeline"
 	"github.com/switchboard-hub/switchboard/internal/relay"
 	"github.com/switchboard-hub/switchboard/internal/social"
 	"github.com/switchboard-hub/switchboard/internal/store"
@@ -68,6 +69,9 @@ type Config struct {
 	// A2A tunes the Agent2Agent surface (wait for offline agents, caller
 	// rate limits, push notification targets); zero values take defaults.
 	A2A a2a.Config
+	// Pipelines tunes skill pipelines (skills directory, local commands,
+	// retention, output cap).
+	Pipelines PipelineConfig
 
 	Logger *slog.Logger
 	Clock  clock.Clock
@@ -118,6 +122,8 @@ type App struct {
 	Metrics *prometheus.Registry
 	Social  *social.Service
 	Relay   *relay.Service
+	// Pipelines runs skill pipelines (system:pipeline on the bus).
+	Pipelines *pipeline.Engine
 	// Telegram hosts the Telegram bots (reply-end controls).
 	Telegram *hosted.Host
 	Console  *console.Console
@@ -225,6 +231,9 @@ func (a *App) wire(ctx context.Context) error {
 		return err
 	}
 	if err := a.wireRelay(ctx); err != nil {
+		return err
+	}
+	if err := a.wirePipelines(ctx); err != nil {
 		return err
 	}
 	if err := a.wireTelegram(ctx); err != nil {

@@ -12,8 +12,7 @@ import (
 )
 
 // wireConsole mounts the web console at /console. It reads the services
-// wired before it; the pipeline engine and hosted Telegram bots are
-// plugged in with a.Console.SetPipelines / SetBots where they are wired.
+// wired before it, the pipeline engine and hosted Telegram bots included.
 // Its live streams end when the server shuts down.
 func (a *App) wireConsole(_ context.Context) error {
 	c, err := console.New(console.Deps{
@@ -28,6 +27,9 @@ func (a *App) wireConsole(_ context.Context) error {
 	a.Console = c
 	if a.Telegram != nil {
 		c.SetBots(consoleBots{a.Telegram})
+	}
+	if a.Pipelines != nil {
+		c.SetPipelines(a.Pipelines)
 	}
 	a.API.MountConsole(c)
 	a.onShutdown = append(a.onShutdown, c.Shutdown)

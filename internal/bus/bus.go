@@ -88,6 +88,11 @@ type SystemHooks struct {
 	OnDelivered func(ctx context.Context, tx *store.Tx, d Delivery) error
 	// OnDead runs when one of its deliveries is dead-lettered.
 	OnDead func(ctx context.Context, tx *store.Tx, d Delivery, reason string) error
+	// AcceptRequests lets agents send request envelopes to the system
+	// sender (the pipeline engine serves skill.invoke this way). OnMessage
+	// receives them and answers later through SendSystemTx; the answer
+	// settles the request's deadline like an agent's answer does.
+	AcceptRequests bool
 }
 
 // Service is the bus.
@@ -279,6 +284,14 @@ func (s *Service) accept(ctx context.Context, tx *store.Tx, env *protocol.Envelo
 		}
 	}
 
+	// A system sender answering an agent's request (to a system recipient
+	// that accepts requests) settles that request's deadline.
+	if system && !IsSystem(env.To.Agent) {
+		if err := s.settleSystemAnswer(ctx, tx, env); err != nil {
+			return Result{}, err
+		}
+	}
+
 	// Replies are checked against the request they answer.
 	var request *requestRef
 	if !system && (env.Type == protocol.TypeResponse || env.Type == protocol.TypeError) {
@@ -304,8 +317,8 @@ func (s *Service) accept(ctx context.Context, tx *store.Tx, env *protocol.Envelo
 		if !ok || h.OnMessage == nil {
 			return Result{}, protocol.NotFound("unknown_recipient", "to.agent: no system recipient "+env.To.Agent)
 		}
-		if env.Type == protocol.TypeRequest {
-			return Result{}, protocol.Invalid("type", "system senders accept responses, errors and notifications, not requests")
+		if env.Type == protocol.TypeRequest && !h.AcceptRequests {
+			return Result{}, protocol.Invalid("type", env.To.Agent+" accepts responses, errors and notifications, not requests")
 		}
 		res := Result{ID: env.ID, TraceID: env.TraceID, Deliveries: 0}
 		if err := s.insertMessage(ctx, tx, env, now, res, request); err != nil {
@@ -412,6 +425,28 @@ func (s *Service) recipients(ctx context.Context, tx *store.Tx, env *protocol.En
 
 type requestRef struct {
 	messageID string
+}
+
+// settleSystemAnswer marks the agent's request that a system response or
+// error answers as answered, so the deadline sweep does not also time it out.
+func (s *Service) settleSystemAnswer(ctx context.Context, tx *store.Tx, env *protocol.Envelope) error {
+	var reqID string
+	switch env.Type {
+	case protocol.TypeResponse:
+		p, _ := env.Response()
+		reqID = p.RequestID
+	case protocol.TypeError:
+		p, _ := env.ErrorPayload()
+		reqID = p.RequestID
+	}
+	if reqID == "" {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE bus_messages SET deadline_state = 'answered' WHERE sender = ? AND client_id = ? AND type = 'request' AND deadline_state = 'pending'`,
+		env.To.Agent, reqID); err != nil {
+		return fmt.Errorf("mark request answered: %w", err)
+	}
+	return nil
 }
 
 // findRequest checks that reqID names a request sent by requester and

@@ -702,3 +702,48 @@ func TestReceiveWakesOnCommit(t *testing.T) {
 		}
 	})
 }
+
+// A system recipient that accepts requests gets them through OnMessage and
+// answers later with SendSystemTx; the answer settles the request's
+// deadline, so the sweep does not also send an E004. A system recipient
+// that does not accept requests refuses them.
+func TestSystemRecipientAcceptsRequests(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := newEnv(t, db, bus.Config{})
+		var got []*protocol.Envelope
+		e.bus.RegisterSystem("system:svc", bus.SystemHooks{AcceptRequests: true,
+			OnMessage: func(ctx context.Context, tx *store.Tx, en *protocol.Envelope) error {
+				got = append(got, en)
+				return nil
+			}})
+		e.bus.RegisterSystem("system:quiet", bus.SystemHooks{OnMessage: func(context.Context, *store.Tx, *protocol.Envelope) error { return nil }})
+		deadline := e.clock.Now().Add(time.Minute)
+		answered := e.envelope(e.W1.ID, "system:svc", protocol.TypeRequest, map[string]any{"action": "do", "deadline": deadline})
+		unanswered := e.envelope(e.W1.ID, "system:svc", protocol.TypeRequest, map[string]any{"action": "do", "deadline": deadline})
+		e.mustSend(answered)
+		e.mustSend(unanswered)
+		if len(got) != 2 || got[0].ID != answered.ID || got[0].Type != protocol.TypeRequest {
+			t.Fatalf("OnMessage got %+v", got)
+		}
+		_, err := e.send(e.request(e.W1.ID, "system:quiet", "do"))
+		wantCode(t, err, protocol.ClassInvalid, "invalid_type")
+		resp := &protocol.Envelope{From: protocol.Address{Agent: "system:svc"}, To: protocol.Address{Agent: e.W1.ID}, Type: protocol.TypeResponse,
+			Payload: protocol.MustJSON(map[string]any{"requestId": answered.ID, "status": "success"})}
+		if _, err := e.bus.SendSystem(e.ctx, resp); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(2 * time.Minute)
+		e.sweep()
+		var timeouts []string
+		for _, d := range e.claim(e.W1.ID, 10) {
+			en := decode(t, d)
+			if en.Type == protocol.TypeError {
+				p, _ := en.ErrorPayload()
+				timeouts = append(timeouts, p.RequestID)
+			}
+		}
+		if len(timeouts) != 1 || timeouts[0] != unanswered.ID {
+			t.Fatalf("E004 for %v, want only the unanswered request %s", timeouts, unanswered.ID)
+		}
+	})
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-hub/switchboard/internal/agent"
 	"github.com/switchboard-hub/switchboard/internal/bus"
+	"github.com/switchboard-hub/switchboard/internal/pipeline"
 	"github.com/switchboard-hub/switchboard/internal/relay"
 	"github.com/switchboard-hub/switchboard/internal/social"
 	"github.com/switchboard-hub/switchboard/internal/store"
@@ -57,6 +58,9 @@ type Server struct {
 
 	rmu    sync.Mutex
 	checks map[string]ReadinessCheck
+
+	pipelines    *pipeline.Engine // set by MountPipelines
+	pipelineOpts PipelineOptions
 }
 
 // New builds the API and registers every route.

@@ -36,10 +36,14 @@
 //	e.Start(ctx)
 //	defer e.Stop() // before db.Close()
 //
-// The bus calls HandleReply for response and error envelopes addressed to
-// SystemAgent, and HandleRequest for request envelopes addressed to it
-// (action skill.invoke). Everything else is called by the HTTP layer and
-// the CLI: Submit / Validate, Get, List, StateJSON, Events, EventLog, Wait,
+// Envelopes addressed to SystemAgent reach the engine through
+// HandleReplyTx (responses and errors answering a task) and
+// HandleRequestTx (skill.invoke requests), which run inside the
+// transaction in which the bus accepts the envelope — the hub calls them
+// from its bus hook, so an answer is applied atomically with its
+// acceptance. HandleReply and HandleRequest do the same in a transaction of
+// their own. Everything else is called by the HTTP layer and the CLI:
+// Submit / Validate, Get, List, StateJSON, Events, EventLog, WaitEvents, Wait,
 // Cancel, Resume, Invoke, Subscribe / Subscriptions / Unsubscribe, and the
 // registry calls PutSkill, GetSkill, ListSkills, DeleteSkill,
 // LoadSkillsDir. Every error they return for bad input is a

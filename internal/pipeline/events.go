@@ -324,3 +324,34 @@ func (e *Engine) EventLog(ctx context.Context, owner, executionID string) ([]byt
 		}
 	}
 }
+
+// WaitEvents is Events that waits: when the execution has no events after
+// seq after yet and has not finished, it blocks until one is appended, the
+// execution finishes, or ctx ends (then it returns no events and no error:
+// the caller asks again). It backs `pipeline events --follow`, the live
+// progress view and the long-polling events endpoint.
+func (e *Engine) WaitEvents(ctx context.Context, owner, executionID string, after int64, limit int) ([]Event, error) {
+	ch := e.addWaiter(executionID)
+	defer e.removeWaiter(executionID, ch)
+	t := time.NewTicker(4 * e.opts.PollInterval)
+	defer t.Stop()
+	for {
+		evs, err := e.Events(ctx, owner, executionID, after, limit)
+		if err != nil || len(evs) > 0 {
+			return evs, err
+		}
+		x, err := e.visible(ctx, owner, executionID)
+		if err != nil {
+			return nil, err
+		}
+		if x.Status.Terminal() && x.EventSeq <= after {
+			return nil, nil
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, nil
+		}
+	}
+}

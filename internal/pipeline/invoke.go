@@ -63,79 +63,84 @@ func (e *Engine) invoke(ctx context.Context, req InvokeRequest) (string, error) 
 	}
 	var childID string
 	err = e.write(ctx, func(tx *store.Tx) error {
-		now := e.clock.Now()
-		if req.IdempotencyKey != "" {
-			var existing string
-			err := tx.QueryRow(ctx, `SELECT id FROM pipeline_executions WHERE owner = (SELECT owner FROM pipeline_executions WHERE id = ?) AND idem_key = ?`,
-				req.ExecutionID, req.IdempotencyKey).Scan(&existing)
-			if err == nil {
-				childID = existing
-				return nil
-			}
-			if !isNoRows(err) {
-				return err
-			}
-		}
-		parent, err := e.open(ctx, tx, req.ExecutionID, lockWait, now)
-		if err != nil {
-			return err
-		}
-		if parent == nil || (req.Owner != "" && parent.x.Owner != req.Owner) {
-			return protocol.NotFound("execution_not_found", fmt.Sprintf("no execution %s", req.ExecutionID))
-		}
-		st := parent.steps[req.SkillID]
-		if st == nil || st.Status != StatusRunning || parent.x.Status != StatusRunning {
-			return protocol.Conflict("step_not_running", fmt.Sprintf("step %s of execution %s is not running; only a running step may invoke a skill", req.SkillID, req.ExecutionID))
-		}
-		if req.Attempt != 0 && req.Attempt != st.Attempt {
-			return protocol.Conflict("stale_attempt", fmt.Sprintf("attempt %d of step %s was superseded by attempt %d", req.Attempt, req.SkillID, st.Attempt))
-		}
-		if req.Caller != "" && req.Caller != parent.plan.Steps[req.SkillID].Skill.Run.Agent {
-			return protocol.Forbidden("not_assignee", fmt.Sprintf("step %s runs on %s; %s cannot invoke skills on its behalf", req.SkillID, parent.plan.Steps[req.SkillID].Skill.Run.Agent, req.Caller))
-		}
-		chain, plans, err := e.chain(ctx, tx, parent, req.SkillID)
-		if err != nil {
-			return err
-		}
-		if slices.Contains(chain, req.Skill) {
-			path := append(slices.Clone(chain), req.Skill)
-			slices.Reverse(path[:len(path)-1])
-			return &protocol.Error{Class: protocol.ClassInvalid, Code: "invocation_cycle", Status: 422,
-				Message:    fmt.Sprintf("invoking %s would form a cycle: %s", req.Skill, strings.Join(path, " → ")),
-				NextAction: "invoke a skill that is not already on the invocation chain"}
-		}
-		depth := parent.x.Depth + 1
-		if depth > e.opts.MaxDepth {
-			return &protocol.Error{Class: protocol.ClassInvalid, Code: "invocation_depth", Status: 422,
-				Message:    fmt.Sprintf("invoking %s would nest %d invocations deep; the limit is %d", req.Skill, depth, e.opts.MaxDepth),
-				NextAction: "do the work in this step instead of invoking another skill"}
-		}
-		s := findSkill(plans, req.Skill)
-		if s == nil {
-			reg, err := e.registrySkills(ctx, tx, parent.x.Owner, []string{req.Skill})
-			if err != nil {
-				return err
-			}
-			if rec := reg[req.Skill]; rec != nil {
-				s = rec.Skill
-			}
-		}
-		if s == nil {
-			return protocol.NotFound("skill_not_found", fmt.Sprintf("no skill %q in this pipeline or the owner's registry", req.Skill))
-		}
-		if s.Run.Manual() {
-			return protocol.Unprocessable("skill_not_runnable", fmt.Sprintf("skill %s has no run (agent or exec) and cannot be invoked", req.Skill))
-		}
-		var reply string
-		if req.replyTo != nil {
-			reply = string(mustEncode(req.replyTo))
-		}
-		childID, err = e.create(ctx, createArgs{owner: parent.x.Owner, plan: plan.Single(s), input: input, idemKey: req.IdempotencyKey,
-			meta: map[string]any{"parent_execution_id": parent.x.ID, "parent_skill_id": req.SkillID}, parentID: parent.x.ID,
-			parentSkill: req.SkillID, depth: depth, replyTo: reply, traceID: parent.x.TraceID, inTx: tx})
+		var err error
+		childID, err = e.invokeTx(ctx, tx, req, input)
 		return err
 	})
 	return childID, err
+}
+
+// invokeTx starts the child execution inside tx; input is already checked.
+func (e *Engine) invokeTx(ctx context.Context, tx *store.Tx, req InvokeRequest, input json.RawMessage) (string, error) {
+	now := e.clock.Now()
+	if req.IdempotencyKey != "" {
+		var existing string
+		err := tx.QueryRow(ctx, `SELECT id FROM pipeline_executions WHERE owner = (SELECT owner FROM pipeline_executions WHERE id = ?) AND idem_key = ?`,
+			req.ExecutionID, req.IdempotencyKey).Scan(&existing)
+		if err == nil {
+			return existing, nil
+		}
+		if !isNoRows(err) {
+			return "", err
+		}
+	}
+	parent, err := e.open(ctx, tx, req.ExecutionID, lockWait, now)
+	if err != nil {
+		return "", err
+	}
+	if parent == nil || (req.Owner != "" && parent.x.Owner != req.Owner) {
+		return "", protocol.NotFound("execution_not_found", fmt.Sprintf("no execution %s", req.ExecutionID))
+	}
+	st := parent.steps[req.SkillID]
+	if st == nil || st.Status != StatusRunning || parent.x.Status != StatusRunning {
+		return "", protocol.Conflict("step_not_running", fmt.Sprintf("step %s of execution %s is not running; only a running step may invoke a skill", req.SkillID, req.ExecutionID))
+	}
+	if req.Attempt != 0 && req.Attempt != st.Attempt {
+		return "", protocol.Conflict("stale_attempt", fmt.Sprintf("attempt %d of step %s was superseded by attempt %d", req.Attempt, req.SkillID, st.Attempt))
+	}
+	if req.Caller != "" && req.Caller != parent.plan.Steps[req.SkillID].Skill.Run.Agent {
+		return "", protocol.Forbidden("not_assignee", fmt.Sprintf("step %s runs on %s; %s cannot invoke skills on its behalf", req.SkillID, parent.plan.Steps[req.SkillID].Skill.Run.Agent, req.Caller))
+	}
+	chain, plans, err := e.chain(ctx, tx, parent, req.SkillID)
+	if err != nil {
+		return "", err
+	}
+	if slices.Contains(chain, req.Skill) {
+		path := append(slices.Clone(chain), req.Skill)
+		slices.Reverse(path[:len(path)-1])
+		return "", &protocol.Error{Class: protocol.ClassInvalid, Code: "invocation_cycle", Status: 422,
+			Message:    fmt.Sprintf("invoking %s would form a cycle: %s", req.Skill, strings.Join(path, " → ")),
+			NextAction: "invoke a skill that is not already on the invocation chain"}
+	}
+	depth := parent.x.Depth + 1
+	if depth > e.opts.MaxDepth {
+		return "", &protocol.Error{Class: protocol.ClassInvalid, Code: "invocation_depth", Status: 422,
+			Message:    fmt.Sprintf("invoking %s would nest %d invocations deep; the limit is %d", req.Skill, depth, e.opts.MaxDepth),
+			NextAction: "do the work in this step instead of invoking another skill"}
+	}
+	s := findSkill(plans, req.Skill)
+	if s == nil {
+		reg, err := e.registrySkills(ctx, tx, parent.x.Owner, []string{req.Skill})
+		if err != nil {
+			return "", err
+		}
+		if rec := reg[req.Skill]; rec != nil {
+			s = rec.Skill
+		}
+	}
+	if s == nil {
+		return "", protocol.NotFound("skill_not_found", fmt.Sprintf("no skill %q in this pipeline or the owner's registry", req.Skill))
+	}
+	if s.Run.Manual() {
+		return "", protocol.Unprocessable("skill_not_runnable", fmt.Sprintf("skill %s has no run (agent or exec) and cannot be invoked", req.Skill))
+	}
+	var reply string
+	if req.replyTo != nil {
+		reply = string(mustEncode(req.replyTo))
+	}
+	return e.create(ctx, createArgs{owner: parent.x.Owner, plan: plan.Single(s), input: input, idemKey: req.IdempotencyKey,
+		meta: map[string]any{"parent_execution_id": parent.x.ID, "parent_skill_id": req.SkillID}, parentID: parent.x.ID,
+		parentSkill: req.SkillID, depth: depth, replyTo: reply, traceID: parent.x.TraceID, inTx: tx})
 }
 
 // chain returns the skills on the invocation chain ending at the invoking
@@ -172,8 +177,8 @@ func findSkill(plans []*plan.Plan, id string) *skill.Skill {
 	return nil
 }
 
-// HandleRequest serves requests addressed to SystemAgent. The bus calls it
-// for each request envelope to SystemAgent. The one action is skill.invoke:
+// HandleRequest serves requests addressed to SystemAgent. The one action
+// is skill.invoke:
 //
 //	params: {execution_id, skill_id, attempt, skill, input}
 //
@@ -187,12 +192,37 @@ func (e *Engine) HandleRequest(ctx context.Context, env *protocol.Envelope) erro
 	if env == nil || env.Type != protocol.TypeRequest {
 		return protocol.Invalid("type", "HandleRequest takes request envelopes")
 	}
+	return e.write(ctx, func(tx *store.Tx) error { return e.HandleRequestTx(ctx, tx, env) })
+}
+
+// HandleRequestTx is HandleRequest inside the caller's transaction (the
+// bus adapter's OnMessage hook): the child execution starts, or the error
+// answer is enqueued, atomically with the request's acceptance.
+func (e *Engine) HandleRequestTx(ctx context.Context, tx *store.Tx, env *protocol.Envelope) error {
+	if env == nil || env.Type != protocol.TypeRequest {
+		return protocol.Invalid("type", "HandleRequest takes request envelopes")
+	}
+	req, input, refusal := e.parseInvoke(env)
+	if refusal == nil {
+		_, err := e.invokeTx(ctx, tx, req, input)
+		var perr *protocol.Error
+		if !errors.As(err, &perr) {
+			return err
+		}
+		refusal = perr
+	}
+	return e.answerError(ctx, tx, env, refusal)
+}
+
+// parseInvoke reads a skill.invoke request; a defect is returned as the
+// refusal to answer with.
+func (e *Engine) parseInvoke(env *protocol.Envelope) (InvokeRequest, json.RawMessage, error) {
 	p, err := env.Request()
 	if err != nil {
-		return e.answerError(ctx, env, protocol.Invalid("payload", "not a request payload"))
+		return InvokeRequest{}, nil, protocol.Invalid("payload", "not a request payload")
 	}
 	if p.Action != ActionSkillInvoke {
-		return e.answerError(ctx, env, protocol.Invalid("payload.action", fmt.Sprintf("the pipeline engine serves %q only", ActionSkillInvoke)))
+		return InvokeRequest{}, nil, protocol.Invalid("payload.action", fmt.Sprintf("the pipeline engine serves %q only", ActionSkillInvoke))
 	}
 	var params struct {
 		ExecutionID string          `json:"execution_id"`
@@ -202,7 +232,7 @@ func (e *Engine) HandleRequest(ctx context.Context, env *protocol.Envelope) erro
 		Input       json.RawMessage `json:"input"`
 	}
 	if err := json.Unmarshal(p.Params, &params); err != nil {
-		return e.answerError(ctx, env, protocol.JSONError(err))
+		return InvokeRequest{}, nil, protocol.JSONError(err)
 	}
 	fe := protocol.FieldErrors{}
 	if params.ExecutionID == "" {
@@ -211,24 +241,23 @@ func (e *Engine) HandleRequest(ctx context.Context, env *protocol.Envelope) erro
 	if params.SkillID == "" {
 		fe.Add("payload.params.skill_id", "required: the invoking step")
 	}
-	if params.Skill == "" {
-		fe.Add("payload.params.skill", "required: the skill to invoke")
+	if !lint.ValidID(params.Skill) {
+		fe.Add("payload.params.skill", "required: the id of the skill to invoke")
 	}
 	if err := fe.Err(); err != nil {
-		return e.answerError(ctx, env, err)
+		return InvokeRequest{}, nil, err
 	}
-	_, err = e.invoke(ctx, InvokeRequest{ExecutionID: params.ExecutionID, SkillID: params.SkillID, Attempt: params.Attempt,
+	input, _, err := e.decodeInput(params.Input)
+	if err != nil {
+		return InvokeRequest{}, nil, err
+	}
+	return InvokeRequest{ExecutionID: params.ExecutionID, SkillID: params.SkillID, Attempt: params.Attempt,
 		Caller: env.From.Agent, Skill: params.Skill, Input: params.Input, IdempotencyKey: "invoke:" + env.ID,
-		replyTo: &replyTo{Agent: env.From.Agent, RequestID: env.ID}})
-	var perr *protocol.Error
-	if errors.As(err, &perr) {
-		return e.answerError(ctx, env, perr)
-	}
-	return err
+		replyTo: &replyTo{Agent: env.From.Agent, RequestID: env.ID}}, input, nil
 }
 
-// answerError sends an error envelope for a refused request.
-func (e *Engine) answerError(ctx context.Context, req *protocol.Envelope, cause error) error {
+// answerError enqueues an error envelope answering a refused request.
+func (e *Engine) answerError(ctx context.Context, tx *store.Tx, req *protocol.Envelope, cause error) error {
 	pe := protocol.AsError(cause)
 	msg := pe.Message
 	if len(msg) > protocol.MaxMessageLen {
@@ -236,7 +265,7 @@ func (e *Engine) answerError(ctx context.Context, req *protocol.Envelope, cause 
 	}
 	payload := mustEncode(obj{{"requestId", req.ID}, {"code", pe.Class}, {"message", msg}, {"recoverable", pe.Class.Recoverable()}, {"suggestion", pe.NextAction}})
 	env := e.envelope(req.From.Agent, req.TraceID, protocol.TypeError, payload, nil, e.clock.Now(), e.opts.EventTTL)
-	return e.write(ctx, func(tx *store.Tx) error { return e.send(ctx, tx, env) })
+	return e.send(ctx, tx, env)
 }
 
 // replyToInvoker answers the agent that invoked this (child) execution.

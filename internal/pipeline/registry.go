@@ -107,7 +107,8 @@ func (e *Engine) GetSkill(ctx context.Context, owner, id string) (*SkillRecord, 
 	return recs[0], nil
 }
 
-// ListSkills returns an owner's registered skills sorted by id.
+// ListSkills returns an owner's registered skills sorted by id (for owner
+// "", the deployment's shared registry).
 func (e *Engine) ListSkills(ctx context.Context, owner string) ([]*SkillRecord, error) {
 	return e.querySkills(ctx, `WHERE owner = ? ORDER BY skill_id`, owner)
 }
@@ -157,7 +158,10 @@ func (e *Engine) querySkills(ctx context.Context, where string, args ...any) ([]
 	return out, rows.Err()
 }
 
-// registrySkills returns the owner's registered skills among ids.
+// registrySkills returns the owner's registered skills among ids. The
+// deployment's own registry (owner "", filled by the administrator and
+// --skills-dir) is shared: a skill the owner has not registered is taken
+// from it.
 func (e *Engine) registrySkills(ctx context.Context, q store.Q, owner string, ids []string) (map[string]*SkillRecord, error) {
 	out := map[string]*SkillRecord{}
 	if len(ids) == 0 {
@@ -167,22 +171,25 @@ func (e *Engine) registrySkills(ctx context.Context, q store.Q, owner string, id
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	rows, err := q.Query(ctx, `SELECT source, content, allow_exec FROM pipeline_skills WHERE owner = ? AND skill_id IN (`+store.InClause(len(ids))+`)`, args...)
+	rows, err := q.Query(ctx, `SELECT owner, source, content, allow_exec FROM pipeline_skills WHERE (owner = ? OR owner = '') AND skill_id IN (`+store.InClause(len(ids))+`)`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: registry: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var source, content string
+		var recOwner, source, content string
 		var allow bool
-		if err := rows.Scan(&source, &content, &allow); err != nil {
+		if err := rows.Scan(&recOwner, &source, &content, &allow); err != nil {
 			return nil, err
 		}
 		s, ps := skill.Parse(source, []byte(content))
 		if len(ps) > 0 {
 			return nil, fmt.Errorf("pipeline: stored skill %s no longer parses: %s", source, lint.Problems(ps))
 		}
-		out[s.ID] = &SkillRecord{Owner: owner, Skill: s, AllowExec: allow}
+		if prev := out[s.ID]; prev != nil && prev.Owner != "" {
+			continue // the owner's own skill wins over the shared one
+		}
+		out[s.ID] = &SkillRecord{Owner: recOwner, Skill: s, AllowExec: allow}
 	}
 	return out, rows.Err()
 }

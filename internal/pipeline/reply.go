@@ -31,91 +31,123 @@ import (
 //     or cancellation (E003 attempt_settled);
 //   - any other error: transient (store), deliver it again later.
 func (e *Engine) HandleReply(ctx context.Context, env *protocol.Envelope) error {
+	reqID, err := replyRequestID(env)
+	if err != nil {
+		return err
+	}
+	// Correlate on the read pool first, so refusals cost the writer nothing.
+	if _, err := e.correlate(ctx, e.db, env, reqID); err != nil {
+		return err
+	}
+	return e.write(ctx, func(tx *store.Tx) error { return e.applyReplyTx(ctx, tx, env, reqID) })
+}
+
+// HandleReplyTx is HandleReply inside the caller's transaction. The hub's
+// bus adapter calls it from its OnMessage hook, so an answer is applied in
+// the very transaction that accepts it: a crash keeps both or neither, and
+// a refusal (the same *protocol.Error values as HandleReply) refuses the
+// agent's send, which tells the agent its answer was not applied. Unlike
+// HandleReply it cannot retry a lost write race itself; such an error
+// fails the send, and the sender retries it.
+func (e *Engine) HandleReplyTx(ctx context.Context, tx *store.Tx, env *protocol.Envelope) error {
+	reqID, err := replyRequestID(env)
+	if err != nil {
+		return err
+	}
+	return e.applyReplyTx(ctx, tx, env, reqID)
+}
+
+// replyRequestID returns the request id a reply answers.
+func replyRequestID(env *protocol.Envelope) (string, error) {
 	if env == nil {
-		return protocol.Invalid("envelope", "required")
+		return "", protocol.Invalid("envelope", "required")
 	}
 	var reqID string
 	switch env.Type {
 	case protocol.TypeResponse:
 		p, err := env.Response()
 		if err != nil {
-			return protocol.Invalid("payload", "not a response payload: "+err.Error())
+			return "", protocol.Invalid("payload", "not a response payload: "+err.Error())
 		}
 		reqID = p.RequestID
 	case protocol.TypeError:
 		p, err := env.ErrorPayload()
 		if err != nil {
-			return protocol.Invalid("payload", "not an error payload: "+err.Error())
+			return "", protocol.Invalid("payload", "not an error payload: "+err.Error())
 		}
 		reqID = p.RequestID
 	default:
-		return protocol.Invalid("type", "the pipeline engine accepts response and error envelopes as replies")
+		return "", protocol.Invalid("type", "the pipeline engine accepts response and error envelopes as replies")
 	}
 	if reqID == "" {
-		return protocol.Invalid("payload.requestId", "required: the id of the task.assign request this answers")
+		return "", protocol.Invalid("payload.requestId", "required: the id of the task.assign request this answers")
 	}
-	// Correlate on the read pool first, so refusals cost the writer nothing.
-	req, err := getRequest(ctx, e.db, reqID)
+	return reqID, nil
+}
+
+// correlate finds the task a reply answers and checks who answers it.
+func (e *Engine) correlate(ctx context.Context, q store.Q, env *protocol.Envelope, reqID string) (*requestRow, error) {
+	req, err := getRequest(ctx, q, reqID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if req == nil {
-		return &protocol.Error{Class: protocol.ClassUnavailable, Code: "unknown_request", Status: 404,
+		return nil, &protocol.Error{Class: protocol.ClassUnavailable, Code: "unknown_request", Status: 404,
 			Message: fmt.Sprintf("no pipeline task has request id %s (it may have been pruned)", reqID)}
 	}
 	if env.From.Agent != req.AgentID {
-		return protocol.Forbidden("not_assignee", fmt.Sprintf("task %s was assigned to %s; %s cannot answer it", reqID, req.AgentID, env.From.Agent))
+		return nil, protocol.Forbidden("not_assignee", fmt.Sprintf("task %s was assigned to %s; %s cannot answer it", reqID, req.AgentID, env.From.Agent))
 	}
-	duplicate := false
-	err = e.write(ctx, func(tx *store.Tx) error {
-		duplicate = false
-		now := e.clock.Now()
-		r, err := e.open(ctx, tx, req.ExecutionID, lockWait, now)
-		if err != nil {
-			return err
-		}
-		if r == nil {
-			return protocol.NotFound("unknown_execution", fmt.Sprintf("execution %s no longer exists", req.ExecutionID))
-		}
-		// Re-read under the execution lock: a concurrent reply may have settled it.
-		req, err := getRequest(ctx, tx, reqID)
-		if err != nil || req == nil {
-			return err
-		}
-		if req.SettledBy != "" && req.SettledBy == env.ID {
-			duplicate = true
-			return nil
-		}
-		st := r.steps[req.SkillID]
-		if st == nil {
-			return protocol.NotFound("unknown_step", fmt.Sprintf("execution %s has no step %s", req.ExecutionID, req.SkillID))
-		}
-		if st.Attempt != req.Attempt {
-			return &protocol.Error{Class: protocol.ClassInvalid, Code: "stale_attempt", Status: 409,
-				Message:    fmt.Sprintf("this answers attempt %d of skill %s, which was superseded by attempt %d; it was not applied", req.Attempt, req.SkillID, st.Attempt),
-				NextAction: "drop this result; the current attempt carries its own request id"}
-		}
-		if req.SettledAt != 0 || st.Status != StatusRunning || st.RequestID != reqID {
-			outcome := req.Outcome
-			if outcome == "" {
-				outcome = string(st.Status)
-			}
-			return &protocol.Error{Class: protocol.ClassInvalid, Code: "attempt_settled", Status: 409,
-				Message: fmt.Sprintf("attempt %d of skill %s already ended (%s); this answer was not applied", req.Attempt, req.SkillID, outcome)}
-		}
-		outcome := r.applyReply(st, env, now.Sub(store.FromMillis(req.CreatedAt)))
-		if err := settleRequest(ctx, tx, reqID, env.ID, outcome, store.Millis(now)); err != nil {
-			return err
-		}
-		if err := r.advance(); err != nil {
-			return err
-		}
-		return r.save()
-	})
-	if duplicate {
-		return nil
+	return req, nil
+}
+
+// applyReplyTx applies a reply under the execution's lock. A repeat of the
+// answer that settled the attempt is a no-op.
+func (e *Engine) applyReplyTx(ctx context.Context, tx *store.Tx, env *protocol.Envelope, reqID string) error {
+	req, err := e.correlate(ctx, tx, env, reqID)
+	if err != nil {
+		return err
 	}
-	return err
+	now := e.clock.Now()
+	r, err := e.open(ctx, tx, req.ExecutionID, lockWait, now)
+	if err != nil {
+		return err
+	}
+	if r == nil {
+		return protocol.NotFound("unknown_execution", fmt.Sprintf("execution %s no longer exists", req.ExecutionID))
+	}
+	// Re-read under the execution lock: a concurrent reply may have settled it.
+	if req, err = getRequest(ctx, tx, reqID); err != nil || req == nil {
+		return err
+	}
+	if req.SettledBy != "" && req.SettledBy == env.ID {
+		return nil // a repeat of the answer already applied
+	}
+	st := r.steps[req.SkillID]
+	if st == nil {
+		return protocol.NotFound("unknown_step", fmt.Sprintf("execution %s has no step %s", req.ExecutionID, req.SkillID))
+	}
+	if st.Attempt != req.Attempt {
+		return &protocol.Error{Class: protocol.ClassInvalid, Code: "stale_attempt", Status: 409,
+			Message:    fmt.Sprintf("this answers attempt %d of skill %s, which was superseded by attempt %d; it was not applied", req.Attempt, req.SkillID, st.Attempt),
+			NextAction: "drop this result; the current attempt carries its own request id"}
+	}
+	if req.SettledAt != 0 || st.Status != StatusRunning || st.RequestID != reqID {
+		outcome := req.Outcome
+		if outcome == "" {
+			outcome = string(st.Status)
+		}
+		return &protocol.Error{Class: protocol.ClassInvalid, Code: "attempt_settled", Status: 409,
+			Message: fmt.Sprintf("attempt %d of skill %s already ended (%s); this answer was not applied", req.Attempt, req.SkillID, outcome)}
+	}
+	outcome := r.applyReply(st, env, now.Sub(store.FromMillis(req.CreatedAt)))
+	if err := settleRequest(ctx, tx, reqID, env.ID, outcome, store.Millis(now)); err != nil {
+		return err
+	}
+	if err := r.advance(); err != nil {
+		return err
+	}
+	return r.save()
 }
 
 // applyReply turns a reply envelope into the step's outcome and returns a

@@ -56,6 +56,49 @@ type run struct {
 	events  []pendingEvent
 	subs    []subRow
 	after   []func()
+	loadErr error // a failure of fill where it cannot be returned
+}
+
+// fill loads the JSON columns of a lean step.
+func (r *run) fill(st *stepRow) error {
+	if !st.lean {
+		return nil
+	}
+	err := r.tx.QueryRow(r.ctx, `SELECT input, output, error FROM pipeline_steps WHERE execution_id = ? AND skill_id = ?`,
+		st.ExecutionID, st.SkillID).Scan(&st.Input, &st.Output, &st.Error)
+	if err != nil {
+		return fmt.Errorf("pipeline: load step %s/%s: %w", st.ExecutionID, st.SkillID, err)
+	}
+	st.lean = false
+	return nil
+}
+
+// fillAll loads the JSON columns of every lean step in one query.
+func (r *run) fillAll() error {
+	lean := 0
+	for _, st := range r.order {
+		if st.lean {
+			lean++
+		}
+	}
+	if lean == 0 {
+		return nil
+	}
+	rows, err := r.tx.Query(r.ctx, `SELECT skill_id, input, output, error FROM pipeline_steps WHERE execution_id = ? AND status IN `+terminalSQL, r.x.ID)
+	if err != nil {
+		return fmt.Errorf("pipeline: load steps of %s: %w", r.x.ID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, in, out, serr string
+		if err := rows.Scan(&id, &in, &out, &serr); err != nil {
+			return err
+		}
+		if st := r.steps[id]; st != nil && st.lean {
+			st.Input, st.Output, st.Error, st.lean = in, out, serr, false
+		}
+	}
+	return rows.Err()
 }
 
 // open loads an execution inside tx. It returns nil (no error) when the
@@ -69,7 +112,7 @@ func (e *Engine) open(ctx context.Context, tx *store.Tx, id string, m lockMode, 
 	if err != nil {
 		return nil, err
 	}
-	steps, err := getSteps(ctx, tx, id)
+	steps, err := getStepsLean(ctx, tx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -97,6 +140,9 @@ func (r *run) Step(id string) (string, any, bool) {
 	}
 	out, ok := r.outputs[id]
 	if !ok {
+		if err := r.fill(st); err != nil {
+			r.loadErr = err
+		}
 		out, _ = ref.Decode([]byte(st.Output))
 		r.outputs[id] = out
 	}
@@ -113,9 +159,15 @@ func (r *run) touch(st *stepRow) {
 // save writes changed steps, the events, and the execution row (guarded by
 // its version), and schedules the after-commit work.
 func (r *run) save() error {
+	if r.loadErr != nil {
+		return r.loadErr
+	}
 	for _, st := range r.order {
 		if !st.dirty {
 			continue
+		}
+		if st.lean {
+			return fmt.Errorf("pipeline: step %s/%s changed after it ended", st.ExecutionID, st.SkillID)
 		}
 		var err error
 		if st.isNew {
@@ -181,6 +233,9 @@ func (r *run) advance() error {
 		r.x.StartedAt = r.ms()
 		r.emit(EventPipelineStarted, "", obj{{"execution_id", r.x.ID}, {"pipeline", r.plan.Order}})
 	}
+	if failed := r.hardFailure(); failed != nil {
+		return r.finish(StatusFailed, failed, "")
+	}
 	for progress := true; progress; {
 		progress = false
 		for _, st := range r.order {
@@ -205,8 +260,10 @@ func (r *run) advance() error {
 			if err != nil {
 				return err
 			}
-			if failed := r.hardFailure(); failed != nil {
-				return r.finish(StatusFailed, failed, "")
+			// Only the step just handled can have changed; checking it
+			// alone keeps a transition linear in the number of steps.
+			if st.Status == StatusFailed && !r.plan.Steps[st.SkillID].AllowFailure {
+				return r.finish(StatusFailed, st, "")
 			}
 		}
 	}
@@ -538,6 +595,9 @@ func (e *Engine) backoff(n int) time.Duration {
 // finish ends the execution: in-flight steps are cancelled, the final
 // event is emitted, and an invoking agent gets its answer.
 func (r *run) finish(status Status, failed *stepRow, reason string) error {
+	if err := r.fillAll(); err != nil {
+		return err
+	}
 	r.x.Status = status
 	r.x.CompletedAt = r.ms()
 	why := "the execution was cancelled"

@@ -287,21 +287,8 @@ func stateOf(x *Execution) obj {
 // and returns it; it is what `pipeline run --wait` and direct invocations
 // through the API use.
 func (e *Engine) Wait(ctx context.Context, owner, id string) (*Execution, error) {
-	ch := make(chan struct{}, 1)
-	e.mu.Lock()
-	if e.waiters[id] == nil {
-		e.waiters[id] = map[chan struct{}]struct{}{}
-	}
-	e.waiters[id][ch] = struct{}{}
-	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		delete(e.waiters[id], ch)
-		if len(e.waiters[id]) == 0 {
-			delete(e.waiters, id)
-		}
-		e.mu.Unlock()
-	}()
+	ch := e.addWaiter(id)
+	defer e.removeWaiter(id, ch)
 	// Notifications can be missed across a lost PostgreSQL listener; poll
 	// as a fallback.
 	t := time.NewTicker(4 * e.opts.PollInterval)
@@ -321,4 +308,25 @@ func (e *Engine) Wait(ctx context.Context, owner, id string) (*Execution, error)
 			return x, ctx.Err()
 		}
 	}
+}
+
+// addWaiter registers a channel signalled whenever execution id changes.
+func (e *Engine) addWaiter(id string) chan struct{} {
+	ch := make(chan struct{}, 1)
+	e.mu.Lock()
+	if e.waiters[id] == nil {
+		e.waiters[id] = map[chan struct{}]struct{}{}
+	}
+	e.waiters[id][ch] = struct{}{}
+	e.mu.Unlock()
+	return ch
+}
+
+func (e *Engine) removeWaiter(id string, ch chan struct{}) {
+	e.mu.Lock()
+	delete(e.waiters[id], ch)
+	if len(e.waiters[id]) == 0 {
+		delete(e.waiters, id)
+	}
+	e.mu.Unlock()
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/switchboard-hub/switchboard/internal/store"
 )
@@ -52,6 +53,11 @@ type stepRow struct {
 
 	dirty bool
 	isNew bool
+	// lean marks an ended step loaded with only its id, position, status,
+	// attempt and request id (what answers are checked against): an ended step never changes again, and loading every earlier
+	// step's row would make each transition of a long pipeline read them
+	// all. run.fill loads its input, output and error when needed.
+	lean bool
 }
 
 const stepCols = `execution_id, skill_id, position, status, attempt, failures, interruptions, input, output, error, request_id,
@@ -116,6 +122,50 @@ func getSteps(ctx context.Context, q store.Q, id string) ([]*stepRow, error) {
 		out = append(out, st)
 	}
 	return out, rows.Err()
+}
+
+// terminalSQL lists the terminal step statuses for SQL.
+const terminalSQL = `('completed', 'failed', 'skipped', 'cancelled')`
+
+// getStepsLean loads an execution's steps for a transition: the steps
+// still in play in full, and the ended ones (see stepRow.lean) with only
+// their id, position and status, so a transition of a long pipeline does
+// not read every earlier step's row.
+func getStepsLean(ctx context.Context, q store.Q, id string) ([]*stepRow, error) {
+	rows, err := q.Query(ctx, `SELECT `+stepCols+` FROM pipeline_steps WHERE execution_id = ? AND status NOT IN `+terminalSQL, id)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: load steps of %s: %w", id, err)
+	}
+	var out []*stepRow
+	for rows.Next() {
+		st, err := scanStep(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = q.Query(ctx, `SELECT skill_id, position, status, attempt, request_id FROM pipeline_steps WHERE execution_id = ? AND status IN `+terminalSQL, id)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: load steps of %s: %w", id, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		st := &stepRow{ExecutionID: id, lean: true}
+		if err := rows.Scan(&st.SkillID, &st.Position, &st.Status, &st.Attempt, &st.RequestID); err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b *stepRow) int { return a.Position - b.Position })
+	return out, nil
 }
 
 func insertExec(ctx context.Context, tx *store.Tx, x *execRow) error {

@@ -35,6 +35,10 @@ type SubmitRequest struct {
 	// AllowExec permits skills that run local commands and were not taken
 	// from the registry (inline or skills_dir). Set it only for admins.
 	AllowExec bool
+	// Authorize, when set, vets the validated plan before anything is
+	// stored: the HTTP layer uses it to check that the caller may address
+	// every agent the plan dispatches to. Its error is returned unchanged.
+	Authorize func(*plan.Plan) error
 }
 
 // Submit validates a pipeline and its input and starts an execution. Every
@@ -122,6 +126,11 @@ func (e *Engine) prepare(ctx context.Context, req SubmitRequest) (*plan.Plan, js
 	for _, id := range p.Order {
 		if len(skills[id].Run.Exec) > 0 && fromLocal[id] && !req.AllowExec {
 			return nil, nil, execForbidden(id)
+		}
+	}
+	if req.Authorize != nil {
+		if err := req.Authorize(p); err != nil {
+			return nil, nil, err
 		}
 	}
 	return p, input, nil

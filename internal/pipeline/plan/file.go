@@ -45,10 +45,13 @@ import (
 	"github.com/switchboard-hub/switchboard/internal/protocol"
 )
 
-// Limits on a pipeline file.
+// Limits on a pipeline file. A thousand steps is far more than a person
+// writes by hand, but generated pipelines (one step per shard or record
+// batch) reach it; every step is a row the engine loads per transition, so
+// the bound also bounds the cost of one transition.
 const (
 	MaxFileBytes = 256 << 10
-	MaxSteps     = 100
+	MaxSteps     = 1000
 )
 
 // File is a parsed pipeline file, before its skills are known.
