@@ -185,14 +185,15 @@ func TestEachTool(t *testing.T) {
 			t.Fatalf("second report %v", got)
 		}
 
-		// Pipelines are not wired into this hub: a clear tool error.
+		// A malformed pipeline is a tool error listing every problem with
+		// its line; an unknown execution is not found.
 		got, isErr := call(t, cs, "pipeline_run", map[string]any{"pipeline": "pipeline_id: x"})
-		if !isErr || got["error"] != "feature_disabled" {
-			t.Fatalf("pipeline_run without engine: %v", got)
+		if !isErr || got["error"] != "invalid_pipeline" || got["nextTool"] != "pipeline_run" {
+			t.Fatalf("pipeline_run with a bad definition: %v", got)
 		}
 		got, isErr = call(t, cs, "pipeline_status", map[string]any{"executionId": "run_x"})
-		if !isErr || got["error"] != "feature_disabled" {
-			t.Fatalf("pipeline_status without engine: %v", got)
+		if !isErr || got["status"] != "error" {
+			t.Fatalf("pipeline_status of an unknown execution: %v", got)
 		}
 	})
 }
