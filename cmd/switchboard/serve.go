@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,12 +12,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchboard-hub/switchboard/internal/app"
+	"github.com/switchboard-hub/switchboard/internal/bus"
 	"github.com/switchboard-hub/switchboard/internal/httpapi"
 )
 
 func newServeCmd() *cobra.Command {
 	var cfg app.Config
 	var logFormat, logLevel string
+	envs := &envReader{}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the hub",
@@ -28,6 +31,12 @@ one of several nodes sharing a PostgreSQL database.`,
   SWITCHBOARD_DB=postgres://user@db/switchboard switchboard serve`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := envs.err(); err != nil {
+				return err
+			}
+			if err := checkThresholds(cfg.Bus.Thresholds); err != nil {
+				return err
+			}
 			logger, err := newLogger(logFormat, logLevel)
 			if err != nil {
 				return err
@@ -63,18 +72,22 @@ one of several nodes sharing a PostgreSQL database.`,
 	f.StringVar(&cfg.SecretKey, "secret-key", env("SWITCHBOARD_SECRET_KEY", ""), "deployment secret sealing stored bot tokens, at least 16 characters; same on every node (env SWITCHBOARD_SECRET_KEY; default a key generated in the data directory)")
 	f.StringVar(&cfg.Onboarding, "onboarding", env("SWITCHBOARD_ONBOARDING", "invite"), "who may self-register agents: open, invite or closed (env SWITCHBOARD_ONBOARDING)")
 	f.StringVar(&cfg.RoutingRulesFile, "routing-rules", env("SWITCHBOARD_ROUTING_RULES", ""), "JSON file of tier routing rules laid over the defaults, e.g. {\"pm->pm\": \"any\"} (env SWITCHBOARD_ROUTING_RULES)")
-	f.IntVar(&cfg.Bus.MaxAttempts, "max-attempts", envInt("SWITCHBOARD_MAX_ATTEMPTS", 10), "deliveries of one message before it is dead-lettered (env SWITCHBOARD_MAX_ATTEMPTS)")
-	f.DurationVar(&cfg.Bus.DefaultTTL, "default-ttl", envDuration("SWITCHBOARD_DEFAULT_TTL", time.Hour), "TTL of envelopes that give none (env SWITCHBOARD_DEFAULT_TTL)")
-	f.DurationVar(&cfg.Bus.LeaseDuration, "lease", envDuration("SWITCHBOARD_LEASE", time.Minute), "how long a claimed delivery stays leased before redelivery (env SWITCHBOARD_LEASE)")
+	f.IntVar(&cfg.Bus.MaxAttempts, "max-attempts", envs.Int("SWITCHBOARD_MAX_ATTEMPTS", 10), "deliveries of one message before it is dead-lettered (env SWITCHBOARD_MAX_ATTEMPTS)")
+	f.DurationVar(&cfg.Bus.DefaultTTL, "default-ttl", envs.Duration("SWITCHBOARD_DEFAULT_TTL", time.Hour), "TTL of envelopes that give none (env SWITCHBOARD_DEFAULT_TTL)")
+	f.DurationVar(&cfg.Bus.LeaseDuration, "lease", envs.Duration("SWITCHBOARD_LEASE", time.Minute), "how long a claimed delivery stays leased before redelivery (env SWITCHBOARD_LEASE)")
 	f.StringVar(&cfg.Pipelines.SkillsDir, "skills-dir", env("SWITCHBOARD_SKILLS_DIR", ""), "skill files registered at start in the deployment's shared registry (env SWITCHBOARD_SKILLS_DIR)")
-	f.BoolVar(&cfg.Pipelines.AllowExec, "allow-exec", envBool("SWITCHBOARD_ALLOW_EXEC", false), "let the admin run pipeline skills that execute local commands on this host (env SWITCHBOARD_ALLOW_EXEC)")
-	f.DurationVar(&cfg.Pipelines.Retention, "pipeline-retention", envDuration("SWITCHBOARD_PIPELINE_RETENTION", 7*24*time.Hour), "finished pipeline executions older than this are pruned (env SWITCHBOARD_PIPELINE_RETENTION)")
-	f.IntVar(&cfg.Pipelines.MaxOutputBytes, "max-output-bytes", envInt("SWITCHBOARD_MAX_OUTPUT_BYTES", 1<<20), "largest standard output one pipeline step may return (env SWITCHBOARD_MAX_OUTPUT_BYTES)")
-	f.DurationVar(&cfg.Pipelines.ExecLease, "pipeline-exec-lease", envDuration("SWITCHBOARD_PIPELINE_EXEC_LEASE", 30*time.Second), "lease of a running local command: how soon a crashed node's commands run again (env SWITCHBOARD_PIPELINE_EXEC_LEASE)")
-	f.Float64Var(&cfg.Limits.AgentRate, "rate-limit", envFloat("SWITCHBOARD_RATE_LIMIT", httpapi.DefaultLimits.AgentRate), "API requests per second per agent (burst twice that; 0 disables) (env SWITCHBOARD_RATE_LIMIT)")
-	f.DurationVar(&cfg.A2A.Wait, "a2a-wait", envDuration("SWITCHBOARD_A2A_WAIT", time.Hour), "how long an A2A message waits for its agent to answer (env SWITCHBOARD_A2A_WAIT)")
-	f.IntVar(&cfg.A2A.RatePerMinute, "a2a-rate", envInt("SWITCHBOARD_A2A_RATE", 120), "requests per minute each A2A caller may make (env SWITCHBOARD_A2A_RATE)")
-	f.BoolVar(&cfg.A2A.AllowPrivatePush, "a2a-allow-private-push", env("SWITCHBOARD_A2A_ALLOW_PRIVATE_PUSH", "") == "true", "let A2A push notifications reach loopback and private addresses (env SWITCHBOARD_A2A_ALLOW_PRIVATE_PUSH)")
+	f.BoolVar(&cfg.Pipelines.AllowExec, "allow-exec", envs.Bool("SWITCHBOARD_ALLOW_EXEC", false), "let the admin run pipeline skills that execute local commands on this host (env SWITCHBOARD_ALLOW_EXEC)")
+	f.DurationVar(&cfg.Pipelines.Retention, "pipeline-retention", envs.Duration("SWITCHBOARD_PIPELINE_RETENTION", 7*24*time.Hour), "finished pipeline executions older than this are pruned (env SWITCHBOARD_PIPELINE_RETENTION)")
+	f.IntVar(&cfg.Pipelines.MaxOutputBytes, "max-output-bytes", envs.Int("SWITCHBOARD_MAX_OUTPUT_BYTES", 1<<20), "largest standard output one pipeline step may return (env SWITCHBOARD_MAX_OUTPUT_BYTES)")
+	f.DurationVar(&cfg.Pipelines.ExecLease, "pipeline-exec-lease", envs.Duration("SWITCHBOARD_PIPELINE_EXEC_LEASE", 30*time.Second), "lease of a running local command: how soon a crashed node's commands run again (env SWITCHBOARD_PIPELINE_EXEC_LEASE)")
+	f.Float64Var(&cfg.Limits.AgentRate, "rate-limit", envs.Float("SWITCHBOARD_RATE_LIMIT", httpapi.DefaultLimits.AgentRate), "API requests per second per agent (burst twice that; 0 disables) (env SWITCHBOARD_RATE_LIMIT)")
+	f.DurationVar(&cfg.A2A.Wait, "a2a-wait", envs.Duration("SWITCHBOARD_A2A_WAIT", time.Hour), "how long an A2A message waits for its agent to answer (env SWITCHBOARD_A2A_WAIT)")
+	f.IntVar(&cfg.A2A.RatePerMinute, "a2a-rate", envs.Int("SWITCHBOARD_A2A_RATE", 120), "requests per minute each A2A caller may make (env SWITCHBOARD_A2A_RATE)")
+	f.BoolVar(&cfg.A2A.AllowPrivatePush, "a2a-allow-private-push", envs.Bool("SWITCHBOARD_A2A_ALLOW_PRIVATE_PUSH", false), "let A2A push notifications reach loopback and private addresses (env SWITCHBOARD_A2A_ALLOW_PRIVATE_PUSH)")
+	f.DurationVar(&cfg.Bus.Thresholds.Latency, "alert-latency", envs.Duration("SWITCHBOARD_ALERT_LATENCY", 5*time.Second), "readiness turns degraded when the p95 accept→processed latency exceeds this (env SWITCHBOARD_ALERT_LATENCY)")
+	f.IntVar(&cfg.Bus.Thresholds.QueueDepth, "alert-queue-depth", envs.Int("SWITCHBOARD_ALERT_QUEUE_DEPTH", 100), "readiness turns degraded when one agent has this many pending deliveries (env SWITCHBOARD_ALERT_QUEUE_DEPTH)")
+	f.Float64Var(&cfg.Bus.Thresholds.ErrorRate, "alert-error-rate", envs.Float("SWITCHBOARD_ALERT_ERROR_RATE", 0.01), "readiness turns degraded when nacks / settled deliveries exceed this fraction (env SWITCHBOARD_ALERT_ERROR_RATE)")
+	f.DurationVar(&cfg.Bus.Thresholds.Window, "alert-window", envs.Duration("SWITCHBOARD_ALERT_WINDOW", 5*time.Minute), "window the latency and error-rate alerts are evaluated over (env SWITCHBOARD_ALERT_WINDOW)")
 	f.StringVar(&logFormat, "log-format", env("SWITCHBOARD_LOG_FORMAT", "auto"), "auto (text on a terminal, JSON otherwise), json or text (env SWITCHBOARD_LOG_FORMAT)")
 	f.StringVar(&logLevel, "log-level", env("SWITCHBOARD_LOG_LEVEL", "info"), "debug, info, warn or error (env SWITCHBOARD_LOG_LEVEL)")
 	return cmd
@@ -100,30 +113,58 @@ func newLogger(format, level string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format: %q is not one of auto, json, text", format)
 }
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(env(name, "")); err == nil {
-		return v
+// envReader reads typed SWITCHBOARD_* defaults for serve's flags and keeps
+// every value it could not parse, so a typo in the environment stops the
+// hub with a message instead of silently running on the default.
+type envReader struct{ errs []error }
+
+func (e *envReader) parse(name, def, want string, conv func(string) error) {
+	v := env(name, "")
+	if v == "" {
+		return
 	}
-	return def
+	if err := conv(v); err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q is not %s (unset it to use the default, %s)", name, v, want, def))
+	}
 }
 
-func envBool(name string, def bool) bool {
-	if v, err := strconv.ParseBool(env(name, "")); err == nil {
-		return v
-	}
-	return def
+func (e *envReader) Int(name string, def int) int {
+	out := def
+	e.parse(name, strconv.Itoa(def), "an integer", func(v string) (err error) { out, err = strconv.Atoi(v); return })
+	return out
 }
 
-func envDuration(name string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(env(name, "")); err == nil {
-		return v
-	}
-	return def
+func (e *envReader) Bool(name string, def bool) bool {
+	out := def
+	e.parse(name, strconv.FormatBool(def), "true or false", func(v string) (err error) { out, err = strconv.ParseBool(v); return })
+	return out
 }
 
-func envFloat(name string, def float64) float64 {
-	if v, err := strconv.ParseFloat(env(name, ""), 64); err == nil {
-		return v
+func (e *envReader) Duration(name string, def time.Duration) time.Duration {
+	out := def
+	e.parse(name, def.String(), "a duration such as 30s or 5m", func(v string) (err error) { out, err = time.ParseDuration(v); return })
+	return out
+}
+
+func (e *envReader) Float(name string, def float64) float64 {
+	out := def
+	e.parse(name, strconv.FormatFloat(def, 'g', -1, 64), "a number", func(v string) (err error) { out, err = strconv.ParseFloat(v, 64); return })
+	return out
+}
+
+func (e *envReader) err() error { return errors.Join(e.errs...) }
+
+// checkThresholds refuses alert limits that could never or would always fire.
+func checkThresholds(t bus.Thresholds) error {
+	switch {
+	case t.Latency <= 0:
+		return fmt.Errorf("--alert-latency must be positive, got %s", t.Latency)
+	case t.QueueDepth <= 0:
+		return fmt.Errorf("--alert-queue-depth must be at least 1, got %d", t.QueueDepth)
+	case t.ErrorRate <= 0 || t.ErrorRate > 1:
+		return fmt.Errorf("--alert-error-rate is a fraction in (0, 1], e.g. 0.01 for 1%%; got %g", t.ErrorRate)
+	case t.Window <= 0:
+		return fmt.Errorf("--alert-window must be positive, got %s", t.Window)
 	}
-	return def
+	return nil
 }
