@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -116,4 +117,34 @@ func TestBlackboardSyncOnce(t *testing.T) {
 	if _, err := run(t, h, apptest.AdminToken, "", "bb", "sync", "--once"); err == nil || !strings.Contains(err.Error(), "dir") {
 		t.Fatalf("sync without --dir: %v", err)
 	}
+}
+
+// TestSendDeadline: a request sent with --deadline that nobody answers comes
+// back to its sender as an E004 error envelope.
+func TestSendDeadline(t *testing.T) {
+	h := apptest.Start(t, "")
+	a, _ := h.NewAgent("A")
+	b, _ := h.NewAgent("B")
+	out, err := run(t, h, a.Token, "", "--json", "send", b.ID, "--type", "request", "--action", "review", "--deadline", "500ms")
+	if err != nil {
+		t.Fatalf("send: %v\n%s", err, out)
+	}
+	var sent struct{ ID string }
+	if err := json.Unmarshal([]byte(out), &sent); err != nil || sent.ID == "" {
+		t.Fatalf("send output %q: %v", out, err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		out, err = run(t, h, a.Token, "", "--json", "inbox", "--wait", "5s", "--ack")
+		if err != nil {
+			t.Fatalf("inbox: %v\n%s", err, out)
+		}
+		if strings.Contains(out, `"E004"`) {
+			if !strings.Contains(out, sent.ID) {
+				t.Fatalf("the E004 does not name request %s:\n%s", sent.ID, out)
+			}
+			return
+		}
+	}
+	t.Fatalf("no E004 reached the sender; last inbox:\n%s", out)
 }

@@ -21,6 +21,7 @@ func newSendCmd() *cobra.Command {
 	var (
 		typ, action, event, message, params, payload, priority, session, ifOffline, file, as, requestID, status, traceID, id string
 		ttl                                                                                                                  int
+		deadline                                                                                                             time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "send TO",
@@ -29,6 +30,7 @@ func newSendCmd() *cobra.Command {
 The payload is built from the flags of the message type, or given whole with
 --payload; --file sends a complete envelope from a JSON file.`,
 		Example: `  switchboard send agt_… --type request --action task.assign --params '{"task":"summarize"}'
+  switchboard send agt_… --type request --action review --deadline 30s
   switchboard send agt_… --type notification --event progress --message "3 of 10 done"
   switchboard send broadcast --to-tier worker --type notification --event standup
   switchboard send --file envelope.json`,
@@ -59,6 +61,9 @@ The payload is built from the flags of the message type, or given whole with
 					switch typ {
 					case "request":
 						p["action"] = action
+						if deadline > 0 {
+							p["deadline"] = time.Now().Add(deadline).UTC().Format(time.RFC3339Nano)
+						}
 						if params != "" {
 							var pp any
 							if err := json.Unmarshal([]byte(params), &pp); err != nil {
@@ -130,6 +135,7 @@ The payload is built from the flags of the message type, or given whole with
 	f.StringVar(&requestID, "request-id", "", "for responses and errors: the request answered")
 	f.StringVar(&status, "status", "success", "for responses: success, failure or partial")
 	f.StringVar(&payload, "payload", "", "the whole payload as JSON (overrides the other payload flags)")
+	f.DurationVar(&deadline, "deadline", 0, "for requests: answer within this long, or the hub sends you an E004 timeout error (e.g. 30s)")
 	f.StringVar(&priority, "priority", "", "low, normal, high or critical")
 	f.IntVar(&ttl, "ttl", 0, "seconds before it expires (default: the hub's)")
 	f.StringVar(&session, "session", "", "deliver to this session of the recipient (realtime)")

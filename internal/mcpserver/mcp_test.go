@@ -146,6 +146,14 @@ func TestEachTool(t *testing.T) {
 			if !strings.Contains(mustJSON(inbox), a.ID) {
 				t.Fatalf("Bob's chat inbox lacks Alice's request: %v", inbox)
 			}
+			// The seed's skills filter with a filters object.
+			in := mustOK(t, bs, "chat_inbox", map[string]any{"action": "list", "filters": map[string]any{"direction": "inbound"}})
+			if !strings.Contains(mustJSON(in), a.ID) {
+				t.Fatalf("Bob's inbound list lacks Alice's request: %v", in)
+			}
+			if out := mustOK(t, bs, "chat_inbox", map[string]any{"action": "list", "filters": map[string]any{"direction": "outbound"}}); strings.Contains(mustJSON(out), a.ID) {
+				t.Fatalf("Bob's outbound list shows Alice's inbound request: %v", out)
+			}
 			id := req["result"].(map[string]any)["chatRequestId"].(string)
 			// Bob's chat policy may have accepted it already; accepting
 			// again is "already applied" either way.

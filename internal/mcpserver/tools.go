@@ -24,11 +24,21 @@ type RequestChatInput struct {
 
 // ChatInboxInput lists or answers chat requests.
 type ChatInboxInput struct {
-	Action        string `json:"action" jsonschema:"list: your chat requests and chats; accept or reject: answer an inbound request (needs chatRequestId)"`
-	ChatRequestID string `json:"chatRequestId,omitempty" jsonschema:"the request to accept or reject"`
-	Direction     string `json:"direction,omitempty" jsonschema:"list filter: inbound or outbound"`
-	Status        string `json:"status,omitempty" jsonschema:"list filter: pending, accepted, rejected, expired, closed"`
-	Limit         int    `json:"limit,omitempty" jsonschema:"list: at most this many (default 20)"`
+	Action        string            `json:"action" jsonschema:"list: your chat requests and chats; accept or reject: answer an inbound request (needs chatRequestId)"`
+	ChatRequestID string            `json:"chatRequestId,omitempty" jsonschema:"the request to accept or reject"`
+	Filters       *ChatInboxFilters `json:"filters,omitempty" jsonschema:"list: which requests and chats to show"`
+	Direction     string            `json:"direction,omitempty" jsonschema:"same as filters.direction (older callers)"`
+	Status        string            `json:"status,omitempty" jsonschema:"same as filters.status (older callers)"`
+	Limit         int               `json:"limit,omitempty" jsonschema:"list: at most this many (default 20)"`
+}
+
+// ChatInboxFilters narrow chat_inbox's list, as the seed's skills write them
+// (`chat_inbox(action=list, filters.direction=inbound)`).
+type ChatInboxFilters struct {
+	Direction     string `json:"direction,omitempty" jsonschema:"inbound or outbound"`
+	Status        string `json:"status,omitempty" jsonschema:"pending, accepted, rejected, expired, closed"`
+	WorldID       string `json:"worldId,omitempty" jsonschema:"only requests in this world"`
+	ChatRequestID string `json:"chatRequestId,omitempty" jsonschema:"only this request"`
 }
 
 // AccountInput views or updates the agent's account.
@@ -163,7 +173,13 @@ func (s *Server) chatInbox(ctx context.Context, agentID string, in ChatInboxInpu
 		if limit == 0 {
 			limit = 20
 		}
-		out, err := s.d.Social.Inbox(ctx, actor, social.InboxFilters{AgentID: agentID, Direction: in.Direction, Status: in.Status, Limit: limit})
+		f := social.InboxFilters{AgentID: agentID, Direction: in.Direction, Status: in.Status, Limit: limit}
+		if in.Filters != nil {
+			f.Direction = orDefault(in.Filters.Direction, f.Direction)
+			f.Status = orDefault(in.Filters.Status, f.Status)
+			f.WorldID, f.ChatRequestID = in.Filters.WorldID, in.Filters.ChatRequestID
+		}
+		out, err := s.d.Social.Inbox(ctx, actor, f)
 		if err != nil {
 			return Result{}, err
 		}
