@@ -3,6 +3,8 @@ package main
 import (
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -49,6 +51,12 @@ prints one JSON event per line instead.`,
 			if verbose {
 				opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 			}
+			// When the reader goes away (demo | head), a write must fail
+			// with EPIPE rather than kill the process before it removed
+			// its data directory.
+			pipe := make(chan os.Signal, 1)
+			signal.Notify(pipe, syscall.SIGPIPE)
+			defer signal.Stop(pipe)
 			_, err := demo.Run(cmd.Context(), out, opts)
 			return err
 		},

@@ -66,8 +66,13 @@ func Run(ctx context.Context, w io.Writer, opts Options) (res Result, err error)
 	if opts.Timeout <= 0 {
 		opts.Timeout = 60 * time.Second
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, opts.Timeout, fmt.Errorf("the demo did not finish within %s", opts.Timeout))
-	defer cancel()
+	parent := ctx
+	errTimeout := fmt.Errorf("the demo did not finish within %s", opts.Timeout)
+	ctx, cancelTimeout := context.WithTimeoutCause(ctx, opts.Timeout, errTimeout)
+	defer cancelTimeout()
+	// A failed write (the reader of a pipe went away) ends the story too.
+	ctx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
 
 	dir, err := os.MkdirTemp(opts.TempDir, "switchboard-demo-")
 	if err != nil {
@@ -76,24 +81,29 @@ func Run(ctx context.Context, w io.Writer, opts Options) (res Result, err error)
 	res.DataDir = dir
 	s := &story{opts: opts, n: newNarrator(w, opts.Color, opts.JSON, start), dir: dir, failed: make(chan error, 3),
 		agents: map[string]*agentState{}, told: map[string]bool{}}
+	s.n.onError = func(err error) { abort(fmt.Errorf("write the story: %w", err)) }
 	s.runnerCtx, s.stopRunners = context.WithCancel(ctx)
 	defer func() {
 		// Runners first (they hold sockets to the hub), then the hub, then
 		// its files.
-		if cerr := s.shutdown(); cerr != nil && err == nil {
-			err = cerr
-		}
+		cerr := s.shutdown()
 		s.n.flushAll()
 		res.Elapsed = time.Since(start)
-		if err == nil {
+		if err == nil && cerr == nil {
 			s.say(Event{Section: "Done", Kind: "done", Actor: "hub",
 				Text: fmt.Sprintf("stopped; %s removed. The whole story took %.2fs.", dir, res.Elapsed.Seconds())})
-			err = s.n.err
+			err = s.n.writeErr()
 		}
+		err = errors.Join(err, cerr)
 	}()
 	if err := s.play(ctx); err != nil {
-		if ctx.Err() != nil && context.Cause(ctx) != nil && errors.Is(err, context.Canceled) {
-			return res, fmt.Errorf("demo interrupted: %w", err)
+		switch cause := context.Cause(ctx); {
+		case parent.Err() != nil:
+			return res, fmt.Errorf("demo interrupted (%w); the hub was stopped and its data directory removed", err)
+		case errors.Is(cause, errTimeout):
+			return res, fmt.Errorf("%w: %w", errTimeout, err)
+		case cause != nil && !errors.Is(cause, context.Canceled):
+			return res, cause
 		}
 		return res, err
 	}
@@ -161,10 +171,7 @@ func (s *story) shutdown() error {
 // delivery that really arrived.
 func (s *story) play(ctx context.Context) error {
 	if !s.opts.JSON {
-		title := "Switchboard demo: three agents meet in a world, talk live, and report to their owners."
-		if _, err := fmt.Fprintln(s.n.w, s.n.paint(bold, title)+"\n"); err != nil {
-			return err
-		}
+		s.n.title("Switchboard demo: three agents meet in a world, talk live, and report to their owners.")
 	}
 	steps := []struct {
 		name string
@@ -513,7 +520,7 @@ func (s *story) observeNotice(ag *agentState, e runner.Event) {
 	switch e.Name {
 	case social.EventRequestUpdated:
 		var u social.RequestUpdate
-		if json.Unmarshal(e.Data, &u) != nil || u.Chat == nil || u.ChatRequestID != s.chat.ChatRequestID {
+		if json.Unmarshal(e.Data, &u) != nil || u.Chat == nil { // the story's hub has one chat
 			return
 		}
 		turn := fmt.Sprintf("turn:%d", u.Chat.TurnCount)

@@ -51,6 +51,8 @@ type narrator struct {
 	pending []Event
 	changed chan struct{} // closed and replaced whenever a key is shown
 	err     error         // the first write error
+	// onError is told about the first write error (the story stops).
+	onError func(error)
 }
 
 func newNarrator(w io.Writer, color, asJSON bool, start time.Time) *narrator {
@@ -61,7 +63,6 @@ func newNarrator(w io.Writer, color, asJSON bool, start time.Time) *narrator {
 func (n *narrator) emit(e Event) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	e.ElapsedMS = time.Since(n.start).Milliseconds()
 	if !n.ready(e) {
 		n.pending = append(n.pending, e)
 		return
@@ -156,18 +157,44 @@ func (n *narrator) wait(ctx context.Context, failed <-chan error, what string, k
 	}
 }
 
-// print writes one event; call with n.mu held.
-func (n *narrator) print(e Event) {
-	n.markLocked(e.key)
+// title prints the story's title line.
+func (n *narrator) title(t string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.write(n.paint(bold, t) + "\n\n")
+}
+
+// writeErr is the first error writing the story, if any.
+func (n *narrator) writeErr() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.err
+}
+
+// write writes s unless an earlier write failed; call with n.mu held.
+func (n *narrator) write(s string) {
 	if n.err != nil {
 		return
 	}
+	if _, err := io.WriteString(n.w, s); err != nil {
+		n.err = err
+		if n.onError != nil {
+			n.onError(err)
+		}
+	}
+}
+
+// print writes one event; call with n.mu held.
+func (n *narrator) print(e Event) {
+	n.markLocked(e.key)
+	// The time it is told: a held event is told after its cause.
+	e.ElapsedMS = time.Since(n.start).Milliseconds()
 	if n.json {
 		b, err := json.Marshal(e)
-		if err == nil {
-			_, err = fmt.Fprintf(n.w, "%s\n", b)
+		if err != nil {
+			b = []byte(`{"kind":"error","text":"the event could not be encoded"}`)
 		}
-		n.err = err
+		n.write(string(b) + "\n")
 		return
 	}
 	var b strings.Builder
@@ -183,7 +210,7 @@ func (n *narrator) print(e Event) {
 	for _, d := range e.Details {
 		fmt.Fprintf(&b, "%s%s\n", strings.Repeat(" ", 7+2+actorWidth+2), n.text(d))
 	}
-	_, n.err = io.WriteString(n.w, b.String())
+	n.write(b.String())
 }
 
 // Terminal styles (ANSI SGR), used only when colour is on.
