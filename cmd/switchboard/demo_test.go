@@ -45,5 +45,4 @@ func TestDemoCommand(t *testing.T) {
 			t.Fatalf("left behind in TMPDIR: %v %v", entries, err)
 		}
 	}
-	g.json = false
 }
