@@ -66,7 +66,7 @@ func (r *runner) dispatch(c *conn, d Delivery) {
 	default:
 		r.log.Info("delivery", "deliveryId", d.DeliveryID, "session", d.SessionKey, "type", d.Metadata.DeliveryType,
 			"from", d.Metadata.FromDisplayIdentity, "baseline", d.Baseline(), "text", truncate(d.Payload.Text, 160))
-		r.emit(Event{Kind: EventDelivery, DeliveryID: d.DeliveryID, SessionKey: d.SessionKey, Text: d.Payload.Text})
+		r.emit(Event{Kind: EventDelivery, DeliveryID: d.DeliveryID, SessionKey: d.SessionKey, Text: d.Payload.Text, Delivery: &d})
 	}
 	if busy {
 		return

@@ -153,6 +153,9 @@ type Event struct {
 	Data json.RawMessage
 	// Err explains failures and disconnections.
 	Err error
+	// Delivery is the delivery that arrived (EventDelivery only): its
+	// type, sender and context document, for observers that narrate.
+	Delivery *Delivery
 }
 
 // Run connects to the hub and answers deliveries until ctx ends (then it
