@@ -187,3 +187,67 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		t.Fatalf("documented:\n%s\n\nserved:\n%s", strings.Join(documented, "\n"), strings.Join(served, "\n"))
 	}
 }
+
+// Bad input to the agent read and token endpoints: each refusal is the
+// structured error with its class, and nothing changes (a refused rotation
+// leaves the agent's token working).
+func TestAgentsAPIBadInput(t *testing.T) {
+	apptest.Each(t, func(t *testing.T, h *apptest.Hub) {
+		a, ac := h.NewAgent("Alpha")
+		b, bc := h.NewAgent("Beta")
+		h.NewAgent("Gamma", client.CreateAgentParams{Tier: "worker"})
+		tests := []struct {
+			name, method, path, token string
+			status                    int
+			code, class, field        string
+		}{
+			{"list, no token", "GET", "/v1/agents", "", 401, "unauthorized", "E001", ""},
+			{"list, invalid token", "GET", "/v1/agents", "sbt_not-a-token", 401, "unauthorized", "E001", ""},
+			{"list, unknown tier", "GET", "/v1/agents?tier=boss", apptest.AdminToken, 400, "invalid_tier", "E003", "tier"},
+			{"list, unknown tier as an agent", "GET", "/v1/agents?tier=boss", ac.Token, 400, "invalid_tier", "E003", "tier"},
+			{"get, no token", "GET", "/v1/agents/" + a.ID, "", 401, "unauthorized", "E001", ""},
+			{"get, invalid token", "GET", "/v1/agents/" + a.ID, "sbt_not-a-token", 401, "unauthorized", "E001", ""},
+			{"get, unknown id", "GET", "/v1/agents/agt_missing", apptest.AdminToken, 404, "agent_not_found", "E002", ""},
+			{"get, unknown id as an agent", "GET", "/v1/agents/agt_missing", ac.Token, 404, "agent_not_found", "E002", ""},
+			{"rotate, no token", "POST", "/v1/agents/" + a.ID + "/rotate-token", "", 401, "unauthorized", "E001", ""},
+			{"rotate, invalid token", "POST", "/v1/agents/" + a.ID + "/rotate-token", "sbt_not-a-token", 401, "unauthorized", "E001", ""},
+			{"rotate, unknown id (admin)", "POST", "/v1/agents/agt_missing/rotate-token", apptest.AdminToken, 404, "agent_not_found", "E002", ""},
+			{"rotate, unknown id (agent)", "POST", "/v1/agents/agt_missing/rotate-token", ac.Token, 403, "not_your_agent", "E001", ""},
+			{"rotate, another agent's token", "POST", "/v1/agents/" + b.ID + "/rotate-token", ac.Token, 403, "not_your_agent", "E001", ""},
+		}
+		for _, tt := range tests {
+			r := call(t, tt.method, h.URL+tt.path, tt.token, "", nil)
+			if r.status != tt.status || r.body["error"] != tt.code || r.body["class"] != tt.class {
+				t.Errorf("%s: got %d %v %v, want %d %s %s (%s)", tt.name, r.status, r.body["error"], r.body["class"], tt.status, tt.code, tt.class, r.raw)
+				continue
+			}
+			if msg, _ := r.body["message"].(string); msg == "" {
+				t.Errorf("%s: no message in %s", tt.name, r.raw)
+			}
+			if tt.field != "" {
+				fe, _ := r.body["fieldErrors"].(map[string]any)
+				if _, ok := fe[tt.field]; !ok {
+					t.Errorf("%s: fieldErrors does not name %s: %s", tt.name, tt.field, r.raw)
+				}
+			}
+		}
+		// Nothing was rotated: both agents' tokens still work.
+		for _, c := range []*client.Client{ac, bc} {
+			if _, err := c.Agent(context.Background(), a.ID); err != nil {
+				t.Fatalf("a token stopped working after refused calls: %v", err)
+			}
+		}
+		// What the table refuses works with the right token: any agent may
+		// list and read agents (the directory teams route by); the tier
+		// filter keeps the worker out.
+		for _, tok := range []string{apptest.AdminToken, ac.Token} {
+			r := call(t, "GET", h.URL+"/v1/agents?tier=command", tok, "", nil)
+			if list, _ := r.body["agents"].([]any); r.status != 200 || len(list) != 2 {
+				t.Errorf("list command-tier agents: %d %s", r.status, r.raw)
+			}
+			if r := call(t, "GET", h.URL+"/v1/agents/"+b.ID, tok, "", nil); r.status != 200 || r.body["agentId"] != b.ID {
+				t.Errorf("get: %d %s", r.status, r.raw)
+			}
+		}
+	})
+}
