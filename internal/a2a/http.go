@@ -68,10 +68,9 @@ func (s *Service) handlerFor(agentID string) *agentHandler {
 		return h
 	}
 	tasks := NewTaskStore(s.db, s.clock, agentID)
-	sender := newPushSender(s.cfg)
 	rh := a2asrv.NewHandler(&executor{s: s, agentID: agentID, tasks: tasks},
 		a2asrv.WithTaskStore(tasks),
-		a2asrv.WithPushNotifications(NewPushStore(s.db, s.clock, agentID, s.cfg.AllowPrivatePush), sender),
+		a2asrv.WithPushNotifications(NewPushStore(s.db, s.clock, agentID, s.cfg.AllowPrivatePush), s.push),
 		a2asrv.WithCallInterceptors(authInterceptor{tasks: tasks}),
 		a2asrv.WithCapabilityChecks(&a2a.AgentCapabilities{Streaming: true, PushNotifications: true}),
 		a2asrv.WithLogger(s.log.With("subsystem", "a2a", "agent", agentID)),

@@ -270,3 +270,37 @@ func TestSubscribeToTask(t *testing.T) {
 		}
 	}, withA2A(sba2a.Config{Wait: 30 * time.Second}))
 }
+
+// An answer that arrives after a restart is applied by the sweeper, and the
+// task's webhook still hears of it: the artifact and the completed status.
+func TestPUSH_AnswerAfterRestartReachesTheWebhook(t *testing.T) {
+	h := apptest.Start(t, "", withA2A(sba2a.Config{AllowPrivatePush: true, Wait: time.Minute,
+		SweepInterval: 200 * time.Millisecond, OrphanGrace: time.Second}))
+	f := setup(t, h)
+	c := f.client(t, "JSONRPC")
+	k := newHook(t)
+	task := send(t, c, userMsg("slow job"), &a2a.SendMessageConfig{ReturnImmediately: true,
+		PushConfig: &a2a.PushConfig{URL: k.srv.URL + "/hook", Token: "tok-restart"}})
+	h.Restart()
+	f.serve(t, echo)
+	calls := k.waitFor(t, "the completed status after the restart", func(c hookCall) bool {
+		ev, ok := pushed(t, c).(*a2a.TaskStatusUpdateEvent)
+		return ok && ev.Status.State == a2a.TaskStateCompleted
+	})
+	var artifact string
+	for _, call := range calls {
+		if got := call.header.Get("A2A-Notification-Token"); got != "tok-restart" {
+			t.Errorf("token header %q", got)
+		}
+		ev := pushed(t, call)
+		if ev.TaskInfo().TaskID != task.ID {
+			t.Errorf("event for task %s, want %s", ev.TaskInfo().TaskID, task.ID)
+		}
+		if a, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok {
+			artifact = a.Artifact.Parts[0].Text()
+		}
+	}
+	if artifact != "echo: slow job" {
+		t.Fatalf("artifact pushed %q", artifact)
+	}
+}
