@@ -143,3 +143,65 @@ func TestPipelineControlCLI(t *testing.T) {
 		t.Fatalf("get after delete: %v", err)
 	}
 }
+
+// pipeline run --json prints the execution as JSON: at submission without
+// --wait, and only the finished execution with --wait (no progress lines),
+// also when it failed (and then the command exits 1).
+func TestPipelineRunJSON(t *testing.T) {
+	h := apptest.Start(t, "")
+	w := startWorker(t, h, "Doubler", func(ctx context.Context, task client.Task) client.StandardOutput {
+		var in struct{ N int }
+		if err := task.DecodeInput(&in); err != nil || in.N < 0 {
+			return client.Fail("VALIDATION_ERROR", "n must be a non-negative number")
+		}
+		return client.Succeed(map[string]any{"doubled": 2 * in.N})
+	})
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "double.md"), []byte("---\nid: double\nrun: {agent: "+w.ID+"}\n---\nDouble n.\n"), 0o644)
+	file := filepath.Join(dir, "double.yaml")
+	os.WriteFile(file, []byte("id: doubling\npipeline: [double]\n"), 0o644)
+	mustRun(t, h, apptest.AdminToken, "skills", "put", filepath.Join(dir, "double.md"))
+
+	decode := func(what, out string) client.Execution {
+		t.Helper()
+		var x client.Execution
+		dec := json.NewDecoder(strings.NewReader(out))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&x); err != nil || dec.More() {
+			t.Fatalf("%s did not print one execution as JSON: %v\n%s", what, err, out)
+		}
+		if !strings.HasPrefix(x.ID, "run_") || x.PipelineID != "doubling" || strings.Join(x.Pipeline, ",") != "double" ||
+			len(x.Steps) != 1 || x.Steps[0].SkillID != "double" || x.TraceID == "" {
+			t.Fatalf("%s printed %+v", what, x)
+		}
+		return x
+	}
+
+	out := mustRun(t, h, apptest.AdminToken, "--json", "pipeline", "run", file, "--input", `{"n": 21}`)
+	x := decode("run --json", out)
+	var in map[string]any
+	_ = json.Unmarshal(x.Input, &in)
+	if x.Status != "pending" && x.Status != "running" || len(in) != 1 || in["n"] != 21.0 {
+		t.Fatalf("submitted execution: status %s input %s", x.Status, x.Input)
+	}
+
+	out = mustRun(t, h, apptest.AdminToken, "--json", "pipeline", "run", file, "--input", `{"n": 4}`, "--wait")
+	x = decode("run --json --wait", out)
+	var res struct {
+		Status string         `json:"status"`
+		Data   map[string]any `json:"data"`
+	}
+	_ = json.Unmarshal(x.Steps[0].Output, &res)
+	if x.Status != "completed" || x.CompletedAt == nil || x.Steps[0].Status != "completed" || res.Data["doubled"] != 8.0 {
+		t.Fatalf("finished execution: %s, step %s, output %s", x.Status, x.Steps[0].Status, x.Steps[0].Output)
+	}
+
+	out, err := run(t, h, apptest.AdminToken, "", "--json", "pipeline", "run", file, "--input", `{"n": -1}`, "--wait")
+	if err == nil || !strings.Contains(err.Error(), "VALIDATION_ERROR") {
+		t.Fatalf("a failed execution exited without its error: %v", err)
+	}
+	x = decode("run --json --wait of a failing execution", out)
+	if x.Status != "failed" || x.Steps[0].Error == nil || x.Steps[0].Error.Code != "VALIDATION_ERROR" {
+		t.Fatalf("failed execution: %s %+v", x.Status, x.Steps[0].Error)
+	}
+}

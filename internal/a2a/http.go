@@ -37,17 +37,27 @@ type agentHandler struct {
 type callerKey struct{}
 
 // authInterceptor hands the caller authenticated by the HTTP layer to the
-// SDK, which scopes tasks and push configs by it.
+// SDK, which scopes tasks and push configs by it. SubscribeToTask is the
+// one method the SDK serves from the running execution without asking the
+// task store whose task it is, so the interceptor checks that the caller
+// owns the task first (another caller gets "task not found", as with
+// GetTask).
 type authInterceptor struct {
 	a2asrv.PassthroughCallInterceptor
+	tasks *TaskStore
 }
 
-func (authInterceptor) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2asrv.Request) (context.Context, any, error) {
+func (ai authInterceptor) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2asrv.Request) (context.Context, any, error) {
 	c, ok := ctx.Value(callerKey{}).(Caller)
 	if !ok {
 		return ctx, nil, a2a.ErrUnauthenticated
 	}
 	cc.User = a2asrv.NewAuthenticatedUser(c.ID, map[string]any{"name": c.Name})
+	if sub, ok := req.Payload.(*a2a.SubscribeToTaskRequest); ok && sub != nil {
+		if _, err := ai.tasks.Get(ctx, sub.ID); err != nil {
+			return ctx, nil, err
+		}
+	}
 	return ctx, nil, nil
 }
 
@@ -58,11 +68,10 @@ func (s *Service) handlerFor(agentID string) *agentHandler {
 		return h
 	}
 	tasks := NewTaskStore(s.db, s.clock, agentID)
-	sender := push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: s.cfg.PushTimeout, AllowPrivateNetworks: s.cfg.AllowPrivatePush})
 	rh := a2asrv.NewHandler(&executor{s: s, agentID: agentID, tasks: tasks},
 		a2asrv.WithTaskStore(tasks),
-		a2asrv.WithPushNotifications(NewPushStore(s.db, s.clock, agentID, s.cfg.AllowPrivatePush), sender),
-		a2asrv.WithCallInterceptors(authInterceptor{}),
+		a2asrv.WithPushNotifications(NewPushStore(s.db, s.clock, agentID, s.cfg.AllowPrivatePush), s.push),
+		a2asrv.WithCallInterceptors(authInterceptor{tasks: tasks}),
 		a2asrv.WithCapabilityChecks(&a2a.AgentCapabilities{Streaming: true, PushNotifications: true}),
 		a2asrv.WithLogger(s.log.With("subsystem", "a2a", "agent", agentID)),
 	)
@@ -74,6 +83,15 @@ func (s *Service) handlerFor(agentID string) *agentHandler {
 	}
 	s.handlers[agentID] = h
 	return h
+}
+
+// newPushSender builds the webhook sender of the hub's tasks. Unless the
+// hub allows private targets, the SDK's sender checks the address of every
+// connection when it dials (redirect hops included), so a host name that
+// resolves to a loopback, private or link-local address is refused even
+// though its URL passed CheckPushURL.
+func newPushSender(c Config) push.Sender {
+	return push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: c.PushTimeout, AllowPrivateNetworks: c.AllowPrivatePush})
 }
 
 // Card builds the Agent Card of an enabled agent. hub is the hub's base URL

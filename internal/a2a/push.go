@@ -58,7 +58,8 @@ func CheckPushURL(raw string, allowPrivate bool) string {
 	if allowPrivate {
 		return ""
 	}
-	host := strings.ToLower(u.Hostname())
+	// A trailing dot names the same host ("localhost." is localhost).
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		return "must not name this machine (loopback addresses are refused)"
 	}

@@ -26,6 +26,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/a2aproject/a2a-go/v2/a2asrv/push"
 	"golang.org/x/time/rate"
 
 	"github.com/switchboard-hub/switchboard/internal/agent"
@@ -120,6 +121,7 @@ type Service struct {
 	clock  clock.Clock
 	log    *slog.Logger
 	cfg    Config
+	push   push.Sender // webhook sender of every agent's tasks
 
 	hmu      sync.Mutex
 	handlers map[string]*agentHandler
@@ -140,7 +142,7 @@ func New(db *store.DB, b *bus.Service, agents *agent.Registry, c clock.Clock, lo
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Service{db: db, bus: b, agents: agents, clock: c, log: log, cfg: cfg,
+	s := &Service{db: db, bus: b, agents: agents, clock: c, log: log, cfg: cfg, push: newPushSender(cfg),
 		handlers: map[string]*agentHandler{}, limiters: map[string]*rate.Limiter{}, waiters: map[string]chan struct{}{}}
 	b.RegisterSystem(SystemID, bus.SystemHooks{OnMessage: s.onMessage, OnDead: s.onDead})
 	db.Listen(eventChannel, s.wake)

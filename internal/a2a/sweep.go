@@ -73,6 +73,7 @@ func (s *Service) settle(ctx context.Context, reqID, agentID string, taskID a2a.
 		return err
 	}
 	ts := NewTaskStore(s.db, s.clock, agentID)
+	var settled []a2a.Event
 	err = ts.finish(ctx, taskID, func(t *a2a.Task) {
 		info := t.TaskInfo()
 		var out []a2a.Event
@@ -88,6 +89,7 @@ func (s *Service) settle(ctx context.Context, reqID, agentID string, taskID a2a.
 		if !final {
 			out = []a2a.Event{a2a.NewStatusUpdateEvent(info, a2a.TaskStateFailed, agentText(info, timeoutText(s.cfg.Wait)))}
 		}
+		settled = out
 		for _, ev := range out {
 			switch ev := ev.(type) {
 			case *a2a.TaskArtifactUpdateEvent:
@@ -101,5 +103,29 @@ func (s *Service) settle(ctx context.Context, reqID, agentID string, taskID a2a.
 		return err
 	}
 	s.markApplied(ctx, reqID)
+	if err == nil {
+		s.pushSettled(ctx, agentID, taskID, settled)
+	}
 	return nil
+}
+
+// pushSettled sends the events that settled a task to the task's webhooks,
+// as its live execution would have: a caller that registered a webhook
+// hears of the answer even when it arrived after a restart.
+func (s *Service) pushSettled(ctx context.Context, agentID string, taskID a2a.TaskID, events []a2a.Event) {
+	if len(events) == 0 {
+		return
+	}
+	configs, err := NewPushStore(s.db, s.clock, agentID, s.cfg.AllowPrivatePush).List(ctx, taskID)
+	if err != nil {
+		s.log.Warn("a2a: push configs of a settled task", "task", taskID, "err", err)
+		return
+	}
+	for _, c := range configs {
+		for _, ev := range events {
+			if err := s.push.SendPush(ctx, c, ev); err != nil {
+				s.log.Warn("a2a: push a settled task", "task", taskID, "config", c.ID, "err", err)
+			}
+		}
+	}
 }

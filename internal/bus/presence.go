@@ -204,7 +204,9 @@ func (s *Service) Presence(ctx context.Context, agentIDs []string) (map[string]A
 func (s *Service) mergeBeat(sp *SessionPresence, agentID string) {
 	s.presence.mu.Lock()
 	defer s.presence.mu.Unlock()
-	if b, ok := s.presence.dirty[presenceKey{agentID, sp.Session}]; ok && b.at.After(sp.LastSeen) {
+	// A beat not yet flushed is newer than the stored row even when both
+	// carry the same instant (a status sent right after connecting).
+	if b, ok := s.presence.dirty[presenceKey{agentID, sp.Session}]; ok && !b.at.Before(sp.LastSeen) {
 		sp.LastSeen = b.at
 		if b.status != "" {
 			sp.Status = b.status
