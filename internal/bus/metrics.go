@@ -144,7 +144,7 @@ func (s *Service) Evaluate(ctx context.Context) (Health, error) {
 	th := s.cfg.Thresholds
 	h := Health{CheckedAt: now, Overdue: map[string]int{}, Reasons: map[string]string{}}
 
-	rows, err := s.db.Query(ctx, `SELECT agent_id, COUNT(*) FROM bus_deliveries WHERE state IN ('queued', 'leased') GROUP BY agent_id`)
+	rows, err := s.db.Query(ctx, pendingByAgent)
 	if err != nil {
 		return h, fmt.Errorf("queue depth: %w", err)
 	}
