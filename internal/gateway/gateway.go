@@ -182,6 +182,11 @@ func (c *Conn) Send(v any) error {
 	if err != nil {
 		return fmt.Errorf("encode frame: %w", err)
 	}
+	return c.sendBytes(b)
+}
+
+// sendBytes writes one frame already encoded.
+func (c *Conn) sendBytes(b []byte) error {
 	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 	defer cancel()
 	return c.ws.Write(ctx, websocket.MessageText, b)
