@@ -104,6 +104,11 @@ func (s *Service) reserveConsumer(agentID, session string) Consumer {
 	return nil
 }
 
+// queuedAhead finds a queued, available delivery of an agent of the same
+// or a higher priority (arguments: agent, priority rank, now, now). It
+// reads the claim index as the claim does (see claimTx for the unary +).
+const queuedAhead = `SELECT 1 FROM bus_deliveries WHERE agent_id = ? AND state = 'queued' AND priority <= ? AND +available_at <= ? AND +expires_at > ?`
+
 // pushTarget decides, inside the accept's transaction, whether a delivery
 // of priority rank to (agentID, session) is leased to a local consumer at
 // once. It is, when a consumer has a free prefetch slot and nothing it
@@ -117,8 +122,7 @@ func (s *Service) pushTarget(ctx context.Context, tx *store.Tx, agentID, session
 		return nil, nil
 	}
 	nowMs := store.Millis(now)
-	// Same index use as the claim (see claimTx for the unary +).
-	q := `SELECT 1 FROM bus_deliveries WHERE agent_id = ? AND state = 'queued' AND priority <= ? AND +available_at <= ? AND +expires_at > ?`
+	q := queuedAhead
 	args := []any{agentID, rank, nowMs, nowMs}
 	if cs := c.Session(); cs != "" {
 		q += ` AND (session = ? OR session = '')`
