@@ -504,7 +504,11 @@ func TestKill9UnderLoad(t *testing.T) {
 			db = dsn
 		}
 		dataDir := t.TempDir()
-		p := &hubProcess{t: t, bin: bin, addr: freeAddr(t), dataDir: dataDir, db: db, logPath: filepath.Join(dataDir, "hub.log")}
+		// Without rate limits: the senders drive the hub as fast as it
+		// accepts, and a 429 would stop a sender (any refusal is a
+		// violation here), leaving no load across the kills.
+		p := &hubProcess{t: t, bin: bin, addr: freeAddr(t), dataDir: dataDir, db: db, logPath: filepath.Join(dataDir, "hub.log"),
+			args: []string{"--rate-limit", "0"}}
 		p.start()
 		defer p.kill()
 		defer func() {

@@ -109,7 +109,8 @@ type Service struct {
 	smu     sync.RWMutex
 	systems map[string]SystemHooks
 
-	presence *presenceCache
+	presence  *presenceCache
+	consumers consumers
 }
 
 // New builds the bus over db. Call Start to run its sweeper.
@@ -127,6 +128,7 @@ func New(db *store.DB, agents *agent.Registry, c clock.Clock, log *slog.Logger, 
 	s := &Service{db: db, agents: agents, clock: c, log: log, cfg: cfg, waiters: newWaiters(), metrics: m,
 		systems: map[string]SystemHooks{}, node: db.NodeID()}
 	s.presence = newPresenceCache()
+	s.consumers.byAgt = map[string][]Consumer{}
 	db.Listen(wakeChannel, func(agentID string) {
 		if agentID == "*" {
 			s.waiters.wakeAll()
@@ -350,7 +352,7 @@ func (s *Service) accept(ctx context.Context, tx *store.Tx, env *protocol.Envelo
 	for i := range recipients {
 		res.DeliveryIDs[i] = protocol.NewID(protocol.PrefixDelivery)
 	}
-	msgRef, err := s.insertMessageRef(ctx, tx, env, now, res, request)
+	msgRef, raw, err := s.insertMessageRef(ctx, tx, env, now, res, request)
 	if err != nil {
 		return Result{}, err
 	}
@@ -358,14 +360,46 @@ func (s *Service) accept(ctx context.Context, tx *store.Tx, env *protocol.Envelo
 	expires := store.Millis(env.ExpiresAt())
 	for i, r := range recipients {
 		id := res.DeliveryIDs[i]
-		if _, err := tx.Exec(ctx, `INSERT INTO bus_deliveries (id, message_id, agent_id, session, priority, state, available_at, expires_at, created_at, updated_at)
+		// An agent's message to a socket of the recipient on this node
+		// with room, and nothing queued ahead of it, is leased here and
+		// pushed after the commit (see Consumer). System senders' messages
+		// always queue: their OnDelivered hooks expect the delivery to be
+		// claimed after the sender's transaction.
+		var c Consumer
+		if !system {
+			if c, err = s.pushTarget(ctx, tx, r.ID, env.To.Session, rank, now); err != nil {
+				return Result{}, err
+			}
+		}
+		if c == nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO bus_deliveries (id, message_id, agent_id, session, priority, state, available_at, expires_at, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)`, id, msgRef, r.ID, env.To.Session, rank, store.Millis(now), expires, store.Millis(now), store.Millis(now)); err != nil {
-			return Result{}, fmt.Errorf("insert delivery: %w", err)
+				return Result{}, fmt.Errorf("insert delivery: %w", err)
+			}
 		}
 		if err := s.logRow(ctx, tx, logEntry{at: now, level: "info", msgID: env.ID, traceID: env.TraceID, from: env.From.Agent, to: r.ID, typ: string(env.Type), status: "sent", deliveryID: id}); err != nil {
 			return Result{}, err
 		}
-		tx.Notify(wakeChannel, r.ID)
+		if c == nil {
+			tx.Notify(wakeChannel, r.ID)
+			continue
+		}
+		// Leased as a claim would: attempt 1, the consumer's lease, first
+		// delivered now.
+		lease := c.Lease()
+		if lease <= 0 {
+			lease = s.cfg.LeaseDuration
+		}
+		d := Delivery{DeliveryID: id, SessionKey: env.To.Session, LeaseUntil: store.FromMillis(store.Millis(now.Add(lease))), Attempt: 1, Envelope: raw,
+			AgentID: r.ID, MessageRef: msgRef, Sender: env.From.Agent, Priority: rank, CreatedAt: store.FromMillis(store.Millis(now)), AcceptedAt: store.FromMillis(store.Millis(now))}
+		if _, err := tx.Exec(ctx, `INSERT INTO bus_deliveries (id, message_id, agent_id, session, priority, state, available_at, lease_until, attempt, expires_at, created_at, updated_at, first_delivered_at)
+			VALUES (?, ?, ?, ?, ?, 'leased', ?, ?, 1, ?, ?, ?, ?)`, id, msgRef, r.ID, env.To.Session, rank, store.Millis(now), store.Millis(d.LeaseUntil), expires,
+			store.Millis(now), store.Millis(now), store.Millis(now)); err != nil {
+			return Result{}, fmt.Errorf("insert delivery: %w", err)
+		}
+		if err := s.leaseOnAccept(ctx, tx, c, d, env, now); err != nil {
+			return Result{}, err
+		}
 	}
 	return res, nil
 }
@@ -470,14 +504,16 @@ func (s *Service) findRequest(ctx context.Context, tx *store.Tx, requester, reqI
 }
 
 func (s *Service) insertMessage(ctx context.Context, tx *store.Tx, env *protocol.Envelope, now time.Time, res Result, req *requestRef) error {
-	_, err := s.insertMessageRef(ctx, tx, env, now, res, req)
+	_, _, err := s.insertMessageRef(ctx, tx, env, now, res, req)
 	return err
 }
 
-func (s *Service) insertMessageRef(ctx context.Context, tx *store.Tx, env *protocol.Envelope, now time.Time, res Result, req *requestRef) (string, error) {
-	raw, err := json.Marshal(env)
+// insertMessageRef stores the message and returns its row id and the
+// envelope as stored.
+func (s *Service) insertMessageRef(ctx context.Context, tx *store.Tx, env *protocol.Envelope, now time.Time, res Result, req *requestRef) (string, json.RawMessage, error) {
+	raw, err := rawEnvelope(env)
 	if err != nil {
-		return "", fmt.Errorf("encode envelope: %w", err)
+		return "", nil, err
 	}
 	resJSON, _ := json.Marshal(res)
 	var deadline int64
@@ -492,7 +528,7 @@ func (s *Service) insertMessageRef(ctx context.Context, tx *store.Tx, env *proto
 	if req != nil {
 		reqRef = req.messageID
 		if _, err := tx.Exec(ctx, `UPDATE bus_messages SET deadline_state = 'answered' WHERE id = ? AND deadline_state = 'pending'`, req.messageID); err != nil {
-			return "", fmt.Errorf("mark request answered: %w", err)
+			return "", nil, fmt.Errorf("mark request answered: %w", err)
 		}
 	}
 	id := protocol.NewID(protocol.PrefixMessage)
@@ -502,11 +538,11 @@ func (s *Service) insertMessageRef(ctx context.Context, tx *store.Tx, env *proto
 		reqRef, deadline, deadlineState, string(resJSON))
 	if err != nil {
 		if store.IsUniqueViolation(err) {
-			return "", protocol.Conflict("duplicate_id", "an envelope with this id from this sender is being accepted concurrently; retry to get its result")
+			return "", nil, protocol.Conflict("duplicate_id", "an envelope with this id from this sender is being accepted concurrently; retry to get its result")
 		}
-		return "", fmt.Errorf("insert message: %w", err)
+		return "", nil, fmt.Errorf("insert message: %w", err)
 	}
-	return id, nil
+	return id, raw, nil
 }
 
 // agent returns a registered agent. Tier and parent never change after

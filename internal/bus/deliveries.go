@@ -78,31 +78,41 @@ func (s *Service) Claim(ctx context.Context, agentID string, opts ClaimOptions) 
 	return out, err
 }
 
-func (s *Service) claimTx(ctx context.Context, tx *store.Tx, agentID string, o ClaimOptions) ([]Delivery, error) {
-	now := s.clock.Now()
-	nowMs := store.Millis(now)
-	// The unary + keeps SQLite's planner off the (state, available_at) and
-	// (state, expires_at) indexes, which without statistics it prefers:
-	// they would scan every agent's queued deliveries and sort them, where
-	// the claim index reads this agent's in delivery order.
+// claimSQL is the claim's statement (arguments: lease end, now, now, then
+// agent, now, now, the session if any, the overdue limits if asked).
+func claimSQL(o ClaimOptions, skipLocked string) string {
+	// The unary + keeps SQLite's planner off the availability and expiry
+	// indexes, which without statistics it may prefer: they would read
+	// every agent's queued deliveries and sort them, where the claim index
+	// reads this agent's in delivery order.
 	where := `agent_id = ? AND state = 'queued' AND +available_at <= ? AND +expires_at > ?`
-	args := []any{agentID, nowMs, nowMs}
 	if o.Session != "" {
 		where += ` AND (session = ? OR session = '')`
-		args = append(args, o.Session)
 	}
 	if o.Overdue {
 		where += ` AND (` + overdueClause() + `)`
-		args = append(args, overdueArgs(now)...)
 	}
-	leaseUntil := store.Millis(now.Add(o.Lease))
-	q := `UPDATE bus_deliveries SET state = 'leased', lease_until = ?, attempt = attempt + 1, updated_at = ?,
-		first_delivered_at = CASE WHEN first_delivered_at = 0 THEN ? ELSE first_delivered_at END
-		WHERE id IN (SELECT id FROM bus_deliveries WHERE ` + where + ` ORDER BY priority, id LIMIT ` + strconv.Itoa(o.Limit) + s.db.SkipLocked() + `)
-		RETURNING id, message_id, session, attempt, priority, created_at`
 	// The limit (1–100, see normalizeClaim) is part of the SQL text: SQLite
 	// re-prepares a statement whenever a bound LIMIT changes value, and a
 	// connection's free prefetch slots change with every claim.
+	return `UPDATE bus_deliveries SET state = 'leased', lease_until = ?, attempt = attempt + 1, updated_at = ?,
+		first_delivered_at = CASE WHEN first_delivered_at = 0 THEN ? ELSE first_delivered_at END
+		WHERE id IN (SELECT id FROM bus_deliveries WHERE ` + where + ` ORDER BY priority, id LIMIT ` + strconv.Itoa(o.Limit) + skipLocked + `)
+		RETURNING id, message_id, session, attempt, priority, created_at`
+}
+
+func (s *Service) claimTx(ctx context.Context, tx *store.Tx, agentID string, o ClaimOptions) ([]Delivery, error) {
+	now := s.clock.Now()
+	nowMs := store.Millis(now)
+	args := []any{agentID, nowMs, nowMs}
+	if o.Session != "" {
+		args = append(args, o.Session)
+	}
+	if o.Overdue {
+		args = append(args, overdueArgs(now)...)
+	}
+	leaseUntil := store.Millis(now.Add(o.Lease))
+	q := claimSQL(o, s.db.SkipLocked())
 	all := append([]any{leaseUntil, nowMs, nowMs}, args...)
 	rows, err := tx.Query(ctx, q, all...)
 	if err != nil {

@@ -103,10 +103,18 @@ func (s *Service) Delivery(ctx context.Context, id, viewer string, admin bool) (
 	return d, h, nil
 }
 
+// pendingByAgent counts the queued and leased deliveries of each agent.
+// Each state is read from its partial index (availability for queued,
+// lease for leased): grouping by agent_id directly, SQLite would scan the
+// claim index, which holds every delivery ever made.
+const pendingByAgent = `SELECT agent_id, COUNT(*) FROM (
+	SELECT agent_id FROM bus_deliveries WHERE state = 'queued'
+	UNION ALL SELECT agent_id FROM bus_deliveries WHERE state = 'leased') AS p GROUP BY agent_id`
+
 // QueueDepths returns the pending (queued or leased) deliveries of every
 // agent that has any, the numbers the queue-depth threshold looks at.
 func (s *Service) QueueDepths(ctx context.Context) (map[string]int, error) {
-	rows, err := s.db.Query(ctx, `SELECT agent_id, COUNT(*) FROM bus_deliveries WHERE state IN ('queued', 'leased') GROUP BY agent_id`)
+	rows, err := s.db.Query(ctx, pendingByAgent)
 	if err != nil {
 		return nil, fmt.Errorf("queue depths: %w", err)
 	}

@@ -47,6 +47,7 @@ type Metrics struct {
 	failed            prometheus.Counter
 	expired           prometheus.Counter
 	redelivered       prometheus.Counter
+	pushedOnAccept    prometheus.Counter
 	dead              *prometheus.CounterVec
 	queueDepth        *prometheus.GaugeVec
 	errorRate         prometheus.Gauge
@@ -79,14 +80,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		failed:      prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_bus_failed_total", Help: "Deliveries nacked."}),
 		expired:     prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_bus_expired_total", Help: "Deliveries whose TTL ran out."}),
 		redelivered: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_bus_redelivered_total", Help: "Deliveries handed out again after a nack or an expired lease."}),
-		dead:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_bus_dead_total", Help: "Deliveries dead-lettered, by reason."}, []string{"reason"}),
-		queueDepth:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchboard_bus_queue_depth", Help: "Pending (queued or leased) deliveries per agent."}, []string{"agent"}),
-		errorRate:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_bus_error_rate", Help: "Failed / (processed + failed) over the threshold window."}),
-		connected:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_bus_connected_sockets", Help: "Agent sockets connected to this node."}),
-		overdue:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchboard_bus_overdue_deliveries", Help: "Pending deliveries past their priority's target."}, []string{"priority"}),
+		pushedOnAccept: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_bus_pushed_on_accept_total",
+			Help: "Deliveries leased inside their accept's transaction and pushed to a socket on this node right after its commit."}),
+		dead:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_bus_dead_total", Help: "Deliveries dead-lettered, by reason."}, []string{"reason"}),
+		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchboard_bus_queue_depth", Help: "Pending (queued or leased) deliveries per agent."}, []string{"agent"}),
+		errorRate:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_bus_error_rate", Help: "Failed / (processed + failed) over the threshold window."}),
+		connected:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_bus_connected_sockets", Help: "Agent sockets connected to this node."}),
+		overdue:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchboard_bus_overdue_deliveries", Help: "Pending deliveries past their priority's target."}, []string{"priority"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.accepted, m.deliveryLatency, m.processingLatency, m.processed, m.failed, m.expired, m.redelivered, m.dead,
+		reg.MustRegister(m.accepted, m.deliveryLatency, m.processingLatency, m.processed, m.failed, m.expired, m.redelivered, m.pushedOnAccept, m.dead,
 			m.queueDepth, m.errorRate, m.connected, m.overdue)
 	}
 	return m
@@ -141,7 +144,7 @@ func (s *Service) Evaluate(ctx context.Context) (Health, error) {
 	th := s.cfg.Thresholds
 	h := Health{CheckedAt: now, Overdue: map[string]int{}, Reasons: map[string]string{}}
 
-	rows, err := s.db.Query(ctx, `SELECT agent_id, COUNT(*) FROM bus_deliveries WHERE state IN ('queued', 'leased') GROUP BY agent_id`)
+	rows, err := s.db.Query(ctx, pendingByAgent)
 	if err != nil {
 		return h, fmt.Errorf("queue depth: %w", err)
 	}

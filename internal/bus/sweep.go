@@ -57,14 +57,25 @@ func (s *Service) Sweep(ctx context.Context, since time.Time) error {
 	return s.wakeDelayed(ctx, since)
 }
 
+// sweepDue selects deliveries whose lease or TTL ran out (arguments: now
+// four times, then the limit). The lease and expiry indexes are partial
+// (leased rows; queued and leased rows); given the OR of the two tests and
+// a LIMIT of sweepBatch, SQLite walks the primary key in id order through
+// every delivery ever made instead of reading them. The UNION reads each
+// index on its own; the outer condition repeats the test so that
+// PostgreSQL checks it again on a row it locks after a concurrent change.
+const sweepDue = `SELECT id, message_id, agent_id, session, state, attempt, priority, lease_until, created_at, expires_at FROM bus_deliveries
+	WHERE id IN (SELECT id FROM bus_deliveries WHERE state = 'leased' AND lease_until <= ?
+		UNION ALL SELECT id FROM bus_deliveries WHERE state IN ('queued', 'leased') AND expires_at <= ?)
+	AND ((state = 'leased' AND lease_until <= ?) OR (state IN ('queued', 'leased') AND expires_at <= ?))
+	ORDER BY id LIMIT ?`
+
 func (s *Service) sweepOnce(ctx context.Context) (int, error) {
 	var touched int
 	err := s.db.Write(ctx, func(tx *store.Tx) error {
 		now := s.clock.Now()
 		nowMs := store.Millis(now)
-		rows, err := tx.Query(ctx, `SELECT id, message_id, agent_id, session, state, attempt, priority, lease_until, created_at, expires_at FROM bus_deliveries
-			WHERE (state = 'leased' AND lease_until <= ?) OR (state IN ('queued', 'leased') AND expires_at <= ?)
-			ORDER BY id LIMIT ?`+s.db.SkipLocked(), nowMs, nowMs, sweepBatch)
+		rows, err := tx.Query(ctx, sweepDue+s.db.SkipLocked(), nowMs, nowMs, nowMs, nowMs, sweepBatch)
 		if err != nil {
 			return fmt.Errorf("sweep: %w", err)
 		}

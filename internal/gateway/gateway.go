@@ -4,8 +4,9 @@
 // subsystem registers (the Claworld relay registers
 // "claworld.delivery_reply.v1"). Every dialect is a view of the same
 // durable bus deliveries: the gateway claims them as they commit and pushes
-// them; the dialect decides how they look on the wire and what client
-// frames mean.
+// them, or takes them leased straight from the accept's transaction when
+// the connection has room and nothing older waits (bus.Consumer); the
+// dialect decides how they look on the wire and what client frames mean.
 //
 // One connection per agent and session: a newer connection replaces the
 // older one, which is closed with 4001 duplicate_connection_replaced — also
@@ -19,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -157,10 +159,18 @@ type Conn struct {
 	sideWG   sync.WaitGroup
 	imu      sync.Mutex
 	inflight map[string]time.Time // deliveryId → lease end
-	kick     chan struct{}
-	freed    chan struct{}
-	lastSeen atomic.Int64
-	closed   atomic.Bool
+	// reserved counts prefetch slots taken by accepts not yet committed
+	// (push on accept); direct holds committed ones for the pump to write,
+	// in commit order; claimSlots are the slots held by the pump's claim
+	// under way. All under imu.
+	reserved   int
+	direct     []bus.Delivery
+	claimSlots int
+	pushed     chan struct{}
+	kick       chan struct{}
+	freed      chan struct{}
+	lastSeen   atomic.Int64
+	closed     atomic.Bool
 }
 
 // Context is cancelled when the connection ends.
@@ -172,6 +182,11 @@ func (c *Conn) Send(v any) error {
 	if err != nil {
 		return fmt.Errorf("encode frame: %w", err)
 	}
+	return c.sendBytes(b)
+}
+
+// sendBytes writes one frame already encoded.
+func (c *Conn) sendBytes(b []byte) error {
 	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 	defer cancel()
 	return c.ws.Write(ctx, websocket.MessageText, b)
@@ -292,7 +307,7 @@ func (g *Gateway) serve(ws *websocket.Conn) {
 	cctx, ccancel := context.WithCancel(context.Background())
 	c := &Conn{
 		ID: fmt.Sprintf("%s/%d", g.db.NodeID(), g.nextID.Add(1)), Agent: a, Session: auth.SessionKey, Auth: auth,
-		g: g, ws: ws, ctx: cctx, cancel: ccancel, inflight: map[string]time.Time{}, kick: make(chan struct{}, 1), freed: make(chan struct{}, 1),
+		g: g, ws: ws, ctx: cctx, cancel: ccancel, inflight: map[string]time.Time{}, kick: make(chan struct{}, 1), freed: make(chan struct{}, 1), pushed: make(chan struct{}, 1),
 		prefetch: g.opts.Prefetch,
 	}
 	if auth.Prefetch > 0 && auth.Prefetch <= 1000 {
@@ -306,6 +321,11 @@ func (g *Gateway) serve(ws *websocket.Conn) {
 	if err := g.bus.Connected(ctx, a.ID, c.Session, c.ID); err != nil {
 		g.log.Warn("presence connect failed", "err", err)
 	}
+	// Registered before auth.ok and the pump's first claim: whatever is
+	// accepted from now on is either pushed on accept (the pump writes it
+	// once it starts) or queued and claimed.
+	removeConsumer := g.bus.AddConsumer(a.ID, consumer{c})
+	defer removeConsumer()
 	if err := c.Event("auth.ok", c.Dialect.Hello(c)); err != nil {
 		c.Close(websocket.StatusInternalError, "write failed")
 		return
@@ -406,7 +426,8 @@ func (g *Gateway) watchdog(c *Conn) {
 }
 
 // pump pushes deliveries as they commit, keeping at most prefetch
-// unacknowledged on the connection.
+// unacknowledged on the connection: those leased to it on accept (see
+// consumer) and those it claims from the inbox.
 func (g *Gateway) pump(c *Conn) {
 	wake, stop := g.bus.Subscribe(c.Agent.ID)
 	defer stop()
@@ -418,9 +439,10 @@ func (g *Gateway) pump(c *Conn) {
 	// freed prefetch slot alone is no reason to claim.
 	more := true
 	for {
-		room := c.room()
-		if room > 0 && more {
-			limit := min(room, 100)
+		if !g.writeDirect(c) {
+			return
+		}
+		if limit := c.beginClaim(more); limit > 0 {
 			ds, err := g.bus.Claim(c.ctx, c.Agent.ID, bus.ClaimOptions{Session: c.Session, Limit: limit, Lease: g.opts.Lease})
 			if err != nil {
 				if c.ctx.Err() != nil {
@@ -431,21 +453,8 @@ func (g *Gateway) pump(c *Conn) {
 			}
 			// After a failed claim, try again on the next signal.
 			more = err != nil || len(ds) == limit
-			for _, d := range ds {
-				frame, ok := c.Dialect.Push(c, d)
-				if !ok {
-					continue
-				}
-				c.imu.Lock()
-				c.inflight[d.DeliveryID] = d.LeaseUntil
-				c.imu.Unlock()
-				if err := c.Send(frame); err != nil {
-					c.Close(websocket.StatusInternalError, "write failed")
-					return
-				}
-				if p, ok := c.Dialect.(Pusher); ok {
-					p.Pushed(c, d)
-				}
+			if !g.writeClaimed(c, ds) {
+				return
 			}
 			if err == nil && more {
 				continue // there may be more
@@ -457,6 +466,7 @@ func (g *Gateway) pump(c *Conn) {
 		select {
 		case <-c.ctx.Done():
 			return
+		case <-c.pushed:
 		case <-wake:
 			more = true
 		case <-c.kick:
@@ -468,16 +478,143 @@ func (g *Gateway) pump(c *Conn) {
 	}
 }
 
-func (c *Conn) room() int {
+// write renders d in the connection's dialect and writes it; d's lease is
+// already in the prefetch window, which it leaves again if the dialect
+// does not push it. It reports false when the connection is done for.
+func (g *Gateway) write(c *Conn, d bus.Delivery) bool {
+	frame, ok := c.Dialect.Push(c, d)
+	if !ok {
+		c.imu.Lock()
+		delete(c.inflight, d.DeliveryID)
+		c.imu.Unlock()
+		return true
+	}
+	if err := c.Send(frame); err != nil {
+		c.Close(websocket.StatusInternalError, "write failed")
+		return false
+	}
+	if p, ok := c.Dialect.(Pusher); ok {
+		p.Pushed(c, d)
+	}
+	return true
+}
+
+// writeDirect writes the deliveries leased to the connection on accept, in
+// commit order.
+func (g *Gateway) writeDirect(c *Conn) bool {
+	for {
+		c.imu.Lock()
+		ds := c.direct
+		c.direct = nil
+		c.imu.Unlock()
+		if len(ds) == 0 {
+			return true
+		}
+		for _, d := range ds {
+			if !g.write(c, d) {
+				return false
+			}
+		}
+	}
+}
+
+// writeClaimed writes what a claim returned together with what was leased
+// on accept while it ran, in inbox order (priority, then arrival). Each
+// side is already in that order, but not against the other: an accept may
+// lease a delivery before the claim's transaction takes an older one
+// queued before it, or after it took a newer one queued in the meantime.
+// Ending the claim in the same critical section that takes the pushed
+// deliveries keeps later pushes behind all of these.
+func (g *Gateway) writeClaimed(c *Conn, claimed []bus.Delivery) bool {
+	c.imu.Lock()
+	for _, d := range claimed {
+		c.inflight[d.DeliveryID] = d.LeaseUntil
+	}
+	direct := c.direct
+	c.direct = nil
+	c.claimSlots = 0
+	c.imu.Unlock()
+	all := make([]bus.Delivery, 0, len(claimed)+len(direct))
+	all = append(append(all, claimed...), direct...)
+	sort.SliceStable(all, func(i, j int) bool {
+		if all[i].Priority != all[j].Priority {
+			return all[i].Priority < all[j].Priority
+		}
+		return all[i].DeliveryID < all[j].DeliveryID
+	})
+	for _, d := range all {
+		if !g.write(c, d) {
+			return false
+		}
+	}
+	return true
+}
+
+// beginClaim returns how many deliveries the pump may claim now (0: none)
+// and holds that many prefetch slots for the claim until writeClaimed. A
+// quarter of the free slots stays open to accepts meanwhile, so that
+// deliveries accepted during a claim are still pushed at once: refused,
+// they would queue and wake the pump for another claim, and a steady
+// stream to the agent would keep it claiming.
+func (c *Conn) beginClaim(more bool) int {
 	c.imu.Lock()
 	defer c.imu.Unlock()
+	room := c.roomLocked()
+	if room <= 0 || !more {
+		return 0
+	}
+	limit := min(room-room/4, 100)
+	c.claimSlots = limit
+	return limit
+}
+
+func (c *Conn) roomLocked() int {
 	now := time.Now()
 	for id, until := range c.inflight {
 		if until.Before(now) {
 			delete(c.inflight, id)
 		}
 	}
-	return c.prefetch - len(c.inflight)
+	return c.prefetch - len(c.inflight) - c.reserved - c.claimSlots
+}
+
+// consumer is the bus's view of a connection for push on accept.
+type consumer struct{ c *Conn }
+
+func (k consumer) Session() string      { return k.c.Session }
+func (k consumer) Lease() time.Duration { return k.c.g.opts.Lease }
+
+func (k consumer) Reserve() bool {
+	c := k.c
+	if c.closed.Load() {
+		return false
+	}
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	if c.prefetch-len(c.inflight)-c.reserved-c.claimSlots <= 0 {
+		return false
+	}
+	c.reserved++
+	return true
+}
+
+func (k consumer) Release() {
+	k.c.imu.Lock()
+	k.c.reserved--
+	k.c.imu.Unlock()
+}
+
+func (k consumer) Push(d bus.Delivery) {
+	c := k.c
+	c.imu.Lock()
+	c.reserved--
+	c.inflight[d.DeliveryID] = d.LeaseUntil
+	c.direct = append(c.direct, d)
+	c.imu.Unlock()
+	select {
+	case c.pushed <- struct{}{}:
+	default:
+	}
 }
 
 func (c *Conn) nextExpiry() time.Duration {

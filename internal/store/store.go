@@ -267,6 +267,7 @@ type Tx struct {
 	tx          *sql.Tx
 	ctx         context.Context
 	afterCommit []func()
+	onRollback  []func()
 	notes       []note
 }
 
@@ -357,6 +358,13 @@ func (t *Tx) Dialect() Dialect { return t.db.dialect }
 // AfterCommit registers fn to run once this caller's work has committed. It
 // does not run if the callback fails or the commit fails.
 func (t *Tx) AfterCommit(fn func()) { t.afterCommit = append(t.afterCommit, fn) }
+
+// OnRollback registers fn to run if this caller's work does not commit:
+// its callback failed, or the batch's transaction did. It lets a caller
+// that reserved something in memory for a row it wrote (a prefetch slot
+// for a delivery leased at accept) give it back. fn runs on the writer and
+// must not block.
+func (t *Tx) OnRollback(fn func()) { t.onRollback = append(t.onRollback, fn) }
 
 // Notify queues a notification on channel, delivered after commit to
 // listeners on this node and (PostgreSQL) every other node. Identical
@@ -495,6 +503,7 @@ func (db *DB) runBatch(batch []*writeReq) {
 	}
 	if !useSavepoints && results[0] != nil {
 		_ = tx.Rollback()
+		rolledBack(batch[0])
 		batch[0].done <- results[0]
 		return
 	}
@@ -505,6 +514,7 @@ func (db *DB) runBatch(batch []*writeReq) {
 		if err := db.pgNotify(ctx, tx, notes); err != nil {
 			_ = tx.Rollback()
 			for _, r := range batch {
+				rolledBack(r)
 				r.done <- fmt.Errorf("store: notify: %w", err)
 			}
 			return
@@ -512,6 +522,7 @@ func (db *DB) runBatch(batch []*writeReq) {
 	}
 	if err := tx.Commit(); err != nil {
 		for _, r := range batch {
+			rolledBack(r)
 			r.done <- fmt.Errorf("store: commit: %w", err)
 		}
 		return
@@ -525,8 +536,18 @@ func (db *DB) runBatch(batch []*writeReq) {
 			for _, fn := range r.tx.afterCommit {
 				fn()
 			}
+		} else {
+			rolledBack(r)
 		}
 		r.done <- results[i]
+	}
+}
+
+// rolledBack runs the OnRollback functions of a request whose work did not
+// commit.
+func rolledBack(r *writeReq) {
+	for _, fn := range r.tx.onRollback {
+		fn()
 	}
 }
 

@@ -44,7 +44,8 @@ func TestWriteThenRead(t *testing.T) {
 }
 
 // A failing callback undoes only its own work, even when it was batched
-// with successful ones, and its AfterCommit hooks never run.
+// with successful ones; its AfterCommit hooks never run and its OnRollback
+// hooks do (and only its).
 func TestGroupCommitIsolatesFailures(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
@@ -52,6 +53,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		committed := map[string]bool{}
+		rolledBack := map[string]bool{}
 		errs := make([]error, n)
 		for i := 0; i < n; i++ {
 			wg.Add(1)
@@ -63,6 +65,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 						return err
 					}
 					tx.AfterCommit(func() { mu.Lock(); committed[key] = true; mu.Unlock() })
+					tx.OnRollback(func() { mu.Lock(); rolledBack[key] = true; mu.Unlock() })
 					if i%4 == 0 {
 						return fmt.Errorf("fail %d", i)
 					}
@@ -87,6 +90,14 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 			fmt.Sscanf(k, "g%03d", &i)
 			if i%4 == 0 {
 				t.Fatalf("hook ran for failed request %s", k)
+			}
+		}
+		if len(rolledBack) != n/4 {
+			t.Fatalf("rollback hooks ran %d times, want %d", len(rolledBack), n/4)
+		}
+		for k := range rolledBack {
+			if committed[k] {
+				t.Fatalf("rollback hook ran for committed request %s", k)
 			}
 		}
 		st := db.Stats()

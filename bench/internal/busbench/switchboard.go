@@ -37,16 +37,18 @@ type Switchboard struct {
 	// Logger receives the hub's warnings (nil: stderr, warnings only).
 	Logger *slog.Logger
 
-	dir     string
-	schema  string
-	hub     *app.App
-	ids     []string
-	socks   []*client.Socket
-	pad     int
-	before  store.Stats
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	pending sync.WaitGroup
+	dir    string
+	schema string
+	hub    *app.App
+	ids    []string
+	socks  []*client.Socket
+	pad    int
+	before store.Stats
+	// acceptedBefore and pushedBefore are the hub's counters at the start.
+	acceptedBefore, pushedBefore float64
+	cancel                       context.CancelFunc
+	wg                           sync.WaitGroup
+	pending                      sync.WaitGroup
 }
 
 // benchAdminToken is the fixed admin token of bench hubs.
@@ -112,6 +114,7 @@ func (s *Switchboard) Start(ctx context.Context, n int, h Handler) error {
 	}
 	s.pad = s.payloadSize()
 	s.before = s.hub.DB.Stats()
+	s.acceptedBefore, s.pushedBefore = s.counter("switchboard_bus_accepted_total"), s.counter("switchboard_bus_pushed_on_accept_total")
 	cctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	for i := 0; i < len(s.socks) && h.Delivered != nil; i++ {
@@ -173,10 +176,31 @@ func (s *Switchboard) Notes() string {
 		return "no commits"
 	}
 	out := fmt.Sprintf("%d commits, %d write requests, %.1f requests/commit", b, r, float64(r)/float64(b))
+	if acc := s.counter("switchboard_bus_accepted_total") - s.acceptedBefore; acc > 0 {
+		out += fmt.Sprintf(", %.0f %% pushed on accept", 100*(s.counter("switchboard_bus_pushed_on_accept_total")-s.pushedBefore)/acc)
+	}
 	if s.Postgres != "" {
 		out += "; the PostgreSQL server's CPU is not counted in CPU/op"
 	}
 	return out
+}
+
+// counter sums a counter of the hub's metrics over its labels (0 when the
+// hub has no such metric).
+func (s *Switchboard) counter(name string) float64 {
+	mfs, err := s.hub.Metrics.Gather()
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 // Close implements System.
