@@ -15,6 +15,7 @@ func (a *App) wireRelay(ctx context.Context) error {
 	a.Social.SetNotifier(relay.Notifier{Bus: a.Bus})
 	a.Social.SetPresence(busOnline{a.Bus})
 	a.Relay = relay.New(a.DB, a.Bus, a.Social, a.Config.Clock, a.Log.With("subsystem", "relay"), a.Config.Relay)
+	a.Relay.RegisterMetrics(a.Metrics)
 	a.Relay.RegisterDialect(a.Gateway)
 	a.API.MountRelay(a.Relay)
 	a.addWorker("relay-idle", a.Relay.Run)

@@ -15,10 +15,14 @@
 package gateway
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"sort"
 	"strings"
@@ -104,6 +108,8 @@ type Gateway struct {
 	closing bool
 	nextID  atomic.Int64
 	wg      sync.WaitGroup
+	stop    chan struct{} // closed by Shutdown: ends the watchdog
+	stopped sync.Once
 }
 
 type connKey struct{ agent, session string }
@@ -124,9 +130,11 @@ func New(b *bus.Service, agents *agent.Registry, db *store.DB, log *slog.Logger,
 	if log == nil {
 		log = slog.Default()
 	}
-	g := &Gateway{bus: b, agents: agents, db: db, log: log, opts: opts, dialects: map[string]DialectFactory{}, conns: map[connKey]*Conn{}}
+	g := &Gateway{bus: b, agents: agents, db: db, log: log, opts: opts, dialects: map[string]DialectFactory{}, conns: map[connKey]*Conn{},
+		stop: make(chan struct{})}
 	g.Register(NativeProtocol, func() Dialect { return &native{} })
 	db.Listen(replaceChannel, g.onRemoteReplace)
+	go g.watchdog()
 	return g
 }
 
@@ -244,9 +252,12 @@ func (c *Conn) Close(code websocket.StatusCode, reason string) {
 	}
 }
 
-// ServeHTTP upgrades the request and runs the connection until it ends.
+// ServeHTTP upgrades the request and starts the connection. It returns at
+// once: the connection is hijacked, and serving it on a goroutine of its own
+// lets net/http's goroutine go, with the request it parsed and the stack it
+// grew doing so — an idle agent then holds only what its connection needs.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	ws, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		return
 	}
@@ -259,8 +270,49 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	g.wg.Add(1)
 	g.mu.Unlock()
-	defer g.wg.Done()
-	g.serve(ws)
+	go func() {
+		defer g.wg.Done()
+		g.serve(ws)
+	}()
+}
+
+// Buffer sizes of a connection. net/http hands a hijacked connection its
+// own 4 KiB reader and writer; agents mostly sit idle and exchange small
+// frames, and a larger frame is read or written past the buffer, straight
+// from or to the socket.
+const (
+	readBufferSize  = 1 << 10
+	writeBufferSize = 2 << 10
+)
+
+// smallBuffers swaps net/http's buffers of a hijacked connection for
+// smaller ones, keeping any bytes the client already sent.
+type smallBuffers struct{ http.ResponseWriter }
+
+func (s smallBuffers) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (s smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(s.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := brw.Writer.Flush(); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	br := bufio.NewReaderSize(conn, readBufferSize)
+	if n := brw.Reader.Buffered(); n > 0 {
+		// Frames the client sent right behind its handshake: they must be
+		// in the new reader's buffer, where the websocket library looks
+		// for them before it resets the reader onto the connection.
+		early, _ := brw.Reader.Peek(n)
+		br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(early)), conn), max(readBufferSize, n))
+		if _, err := br.Peek(n); err != nil {
+			conn.Close()
+			return nil, nil, err
+		}
+	}
+	return conn, bufio.NewReadWriter(br, bufio.NewWriterSize(conn, writeBufferSize)), nil
 }
 
 func (g *Gateway) serve(ws *websocket.Conn) {
@@ -332,7 +384,6 @@ func (g *Gateway) serve(ws *websocket.Conn) {
 	}
 	g.log.Debug("agent connected", "agentId", a.ID, "session", c.Session, "protocol", auth.BridgeProtocol, "conn", c.ID)
 	go g.pump(c)
-	go g.watchdog(c)
 	g.readLoop(c)
 	c.sideWG.Wait()
 }
@@ -408,20 +459,33 @@ func (g *Gateway) readLoop(c *Conn) {
 	}
 }
 
-// watchdog closes connections that stopped talking.
-func (g *Gateway) watchdog(c *Conn) {
+// watchdog closes connections that stopped talking: one loop for all of
+// them, every heartbeat interval, so an idle connection costs no goroutine
+// or timer of its own. A silent connection is closed between three and four
+// intervals after its last frame.
+func (g *Gateway) watchdog() {
 	t := time.NewTicker(g.opts.HeartbeatInterval)
 	defer t.Stop()
+	var stale []*Conn
 	for {
 		select {
-		case <-c.ctx.Done():
+		case <-g.stop:
 			return
 		case <-t.C:
-			if time.Since(time.Unix(0, c.lastSeen.Load())) > 3*g.opts.HeartbeatInterval {
-				c.Close(CloseStale, "stale_connection")
-				return
+		}
+		cutoff := time.Now().Add(-3 * g.opts.HeartbeatInterval).UnixNano()
+		stale = stale[:0]
+		g.mu.Lock()
+		for _, c := range g.conns {
+			if c.lastSeen.Load() < cutoff {
+				stale = append(stale, c)
 			}
 		}
+		g.mu.Unlock()
+		for _, c := range stale {
+			c.Close(CloseStale, "stale_connection")
+		}
+		clear(stale)
 	}
 }
 
@@ -665,6 +729,7 @@ func (g *Gateway) Shutdown() {
 		conns = append(conns, c)
 	}
 	g.mu.Unlock()
+	g.stopped.Do(func() { close(g.stop) })
 	for _, c := range conns {
 		c.Close(websocket.StatusGoingAway, "server shutting down")
 	}

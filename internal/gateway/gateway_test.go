@@ -1,10 +1,14 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -233,21 +237,96 @@ func TestDuplicateConnectionReplaced(t *testing.T) {
 	}
 }
 
+// A silent connection is closed with 4002 after three heartbeat intervals;
+// one that heartbeats beside it stays open.
 func TestStaleConnectionClosed(t *testing.T) {
 	h := apptest.Start(t, "", func(c *app.Config) { c.Bus.HeartbeatInterval = time.Second })
 	ctx := ctxT(t)
-	a, _ := h.NewAgent("A")
-	ws, _, err := websocket.Dial(ctx, client.WebSocketURL(h.URL), nil)
+	dial := func(name string) *websocket.Conn {
+		a, _ := h.NewAgent(name)
+		ws, _, err := websocket.Dial(ctx, client.WebSocketURL(h.URL), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws.Write(ctx, websocket.MessageText, []byte(`{"type":"auth","credential":{"type":"agent_token","token":"`+a.Token+`"}}`))
+		if _, _, err := ws.Read(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return ws
+	}
+	silent, talking := dial("Silent"), dial("Talking")
+	readErr := make(chan error, 1)
+	go func() {
+		_, _, err := talking.Read(ctx)
+		readErr <- err
+	}()
+	beat := time.NewTicker(300 * time.Millisecond)
+	defer beat.Stop()
+	go func() {
+		for range beat.C {
+			if talking.Write(ctx, websocket.MessageText, []byte(`{"type":"heartbeat"}`)) != nil {
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	_, _, err := silent.Read(ctx) // send nothing: the hub gives up after three intervals
+	if websocket.CloseStatus(err) != 4002 {
+		t.Fatalf("want 4002 stale_connection, got %v", err)
+	}
+	if d := time.Since(start); d < 3*time.Second || d > 6*time.Second {
+		t.Fatalf("closed after %s, want three to four heartbeat intervals", d)
+	}
+	select {
+	case err := <-readErr:
+		t.Fatalf("the heartbeating connection ended: %v", err)
+	case <-time.After(1500 * time.Millisecond):
+	}
+}
+
+// A client may send its auth frame right behind the upgrade request,
+// before it reads the 101: the frame is not lost when the hub swaps the
+// connection's buffers.
+func TestAuthFrameBehindHandshake(t *testing.T) {
+	h := apptest.Start(t, "")
+	a, _ := h.NewAgent("Eager")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws.Write(ctx, websocket.MessageText, []byte(`{"type":"auth","credential":{"type":"agent_token","token":"`+a.Token+`"}}`))
-	if _, _, err := ws.Read(ctx); err != nil {
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	auth := []byte(`{"type":"auth","credential":{"type":"agent_token","token":"` + a.Token + `"}}`)
+	key := [4]byte{1, 2, 3, 4}
+	frame := []byte{0x81, 0x80 | 126, byte(len(auth) >> 8), byte(len(auth))}
+	frame = append(frame, key[:]...)
+	for i, c := range auth {
+		frame = append(frame, c^key[i%4])
+	}
+	req := "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+	if _, err := conn.Write(append([]byte(req), frame...)); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = ws.Read(ctx) // send nothing: the hub gives up after three intervals
-	if websocket.CloseStatus(err) != 4002 {
-		t.Fatalf("want 4002 stale_connection, got %v", err)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	var hdr [4]byte
+	if _, err := io.ReadFull(br, hdr[:2]); err != nil {
+		t.Fatal(err)
+	}
+	n := int(hdr[1] & 0x7f)
+	if n == 126 {
+		io.ReadFull(br, hdr[2:4])
+		n = int(hdr[2])<<8 | int(hdr[3])
+	}
+	payload := make([]byte, n)
+	if _, err := io.ReadFull(br, payload); err != nil {
+		t.Fatal(err)
+	}
+	if hdr[0] != 0x81 || !strings.Contains(string(payload), `"event":"auth.ok"`) {
+		t.Fatalf("first frame %x %s", hdr[0], payload)
 	}
 }
 

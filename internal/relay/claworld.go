@@ -106,9 +106,12 @@ func (c *claworld) Push(conn *gateway.Conn, d bus.Delivery) (any, bool) {
 
 // Pushed acknowledges fire-and-forget frames (notifications, plain
 // messages) once written: the Claworld plugin has no ack for them.
-// Relay deliveries stay leased until the agent replies or keeps silent.
+// Relay deliveries stay leased until the agent replies or keeps silent;
+// one carrying a turn ends that turn's timing.
 func (c *claworld) Pushed(conn *gateway.Conn, d bus.Delivery) {
-	if _, _, ack := Frame(d); ack {
+	if _, _, ack := Frame(d); !ack {
+		c.s.turns.pushed(d.DeliveryID)
+	} else {
 		ctx, cancel := context.WithTimeout(conn.Context(), 10*time.Second)
 		defer cancel()
 		if _, err := c.s.bus.Ack(ctx, conn.Agent.ID, d.DeliveryID, bus.SettleOptions{Attempt: d.Attempt}); err == nil {
@@ -130,6 +133,7 @@ type clientFrame struct {
 }
 
 func (c *claworld) Handle(ctx context.Context, conn *gateway.Conn, data []byte) {
+	received := time.Now()
 	var f clientFrame
 	if err := json.Unmarshal(data, &f); err != nil {
 		_ = conn.Event("error", errorData(protocol.JSONError(err)))
@@ -153,7 +157,7 @@ func (c *claworld) Handle(ctx context.Context, conn *gateway.Conn, data []byte) 
 		}
 		_ = conn.Event("delivery.accepted", map[string]any{"acceptedDeliveryId": f.DeliveryID})
 	case "reply":
-		ans, err := c.s.Reply(ctx, agentID, f.DeliveryID, f.Payload.Text, f.Payload.Source)
+		ans, err := c.s.Reply(withReceived(ctx, received), agentID, f.DeliveryID, f.Payload.Text, f.Payload.Source)
 		if err != nil {
 			fail(err)
 			return

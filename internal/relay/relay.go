@@ -108,6 +108,7 @@ type Service struct {
 	clock  clock.Clock
 	log    *slog.Logger
 	cfg    Config
+	turns  *turnTimer
 }
 
 // New builds the relay, registers it as the bus system sender
@@ -120,7 +121,7 @@ func New(db *store.DB, b *bus.Service, soc *social.Service, c clock.Clock, log *
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Service{db: db, bus: b, social: soc, clock: c, log: log, cfg: cfg}
+	s := &Service{db: db, bus: b, social: soc, clock: c, log: log, cfg: cfg, turns: newTurnTimer()}
 	b.RegisterSystem(SystemID, bus.SystemHooks{OnMessage: s.onMessage, OnDelivered: s.onDelivered, OnDead: s.onDead})
 	soc.SetRelay(s)
 	return s

@@ -36,6 +36,9 @@ type Answer struct {
 // exact NO_REPLY is kept silence. Repeats are refused with 409
 // delivery_not_replyable, so a retried reply never makes a second turn.
 func (s *Service) Reply(ctx context.Context, agentID, deliveryID, text, source string) (Answer, error) {
+	if _, ok := receivedAt(ctx); !ok {
+		ctx = withReceived(ctx, time.Now())
+	}
 	var out Answer
 	err := s.db.Write(ctx, func(tx *store.Tx) error {
 		var err error
@@ -242,7 +245,15 @@ func (s *Service) relayTo(ctx context.Context, tx *store.Tx, chat social.Chat, c
 	if err != nil {
 		return err
 	}
-	return s.deliverTurns(ctx, tx, chat, cc, peer, append(queued, t), allowReply)
+	id, err := s.deliverTurns(ctx, tx, chat, cc, peer, append(queued, t), allowReply)
+	if err != nil {
+		return err
+	}
+	if at, ok := receivedAt(ctx); ok {
+		// Noted before the commit: the commit wakes the peer's connection.
+		s.turns.start(id, at)
+	}
+	return nil
 }
 
 // flushQueue delivers the turns waiting for a side that just became free.
@@ -254,13 +265,14 @@ func (s *Service) flushQueue(ctx context.Context, tx *store.Tx, chat social.Chat
 	if err != nil || len(queued) == 0 {
 		return err
 	}
-	return s.deliverTurns(ctx, tx, chat, cc, sd, queued, true)
+	_, err = s.deliverTurns(ctx, tx, chat, cc, sd, queued, true)
+	return err
 }
 
 // deliverTurns sends turns to one side as one delivery: the last is the
 // current turn, earlier ones are "Earlier Queued Turns". The first delivery
-// a side gets carries its full context document.
-func (s *Service) deliverTurns(ctx context.Context, tx *store.Tx, chat social.Chat, cc social.ChatContext, to *side, turns []turnRec, allowReply bool) error {
+// a side gets carries its full context document. It returns the delivery.
+func (s *Service) deliverTurns(ctx context.Context, tx *store.Tx, chat social.Chat, cc social.ChatContext, to *side, turns []turnRec, allowReply bool) (string, error) {
 	current := turns[len(turns)-1]
 	var queued []string
 	for _, t := range turns[:len(turns)-1] {
@@ -274,7 +286,7 @@ func (s *Service) deliverTurns(ctx context.Context, tx *store.Tx, chat social.Ch
 	if role == contextdoc.RoleRecipient || len(queued) > 0 {
 		doc, err := s.render(s.input(cc, to.agentID, role, queued))
 		if err != nil {
-			return err
+			return "", err
 		}
 		contextText = doc
 	}
@@ -292,7 +304,7 @@ func (s *Service) deliverTurns(ctx context.Context, tx *store.Tx, chat social.Ch
 		payload: FramePayload{Text: current.Text, ContextText: contextText, UntrustedContext: queued},
 	})
 	if err != nil {
-		return err
+		return "", err
 	}
 	ids := make([]any, 0, len(turns)+2)
 	ids = append(ids, false, id)
@@ -300,21 +312,21 @@ func (s *Service) deliverTurns(ctx context.Context, tx *store.Tx, chat social.Ch
 		ids = append(ids, t.ID)
 	}
 	if _, err := tx.Exec(ctx, `UPDATE relay_turns SET pending = ?, delivered_in = ? WHERE id IN (`+store.InClause(len(turns))+`)`, ids...); err != nil {
-		return fmt.Errorf("mark delivered: %w", err)
+		return "", fmt.Errorf("mark delivered: %w", err)
 	}
 	to.baselineSent = true
 	if allowReply {
 		to.outstanding = id
 	}
 	if err := s.saveSide(ctx, tx, *to); err != nil {
-		return err
+		return "", err
 	}
 	if kind == KindOpener {
 		if _, err := s.social.UpdateKickoffTx(ctx, tx, chat.ChatRequestID, social.KickoffUpdate{OpenerDeliveryID: id}); err != nil {
-			return err
+			return "", err
 		}
 	}
-	return nil
+	return id, nil
 }
 
 func (s *Service) keptSilentTx(ctx context.Context, tx *store.Tx, agentID, deliveryID, reason string) (Answer, error) {
@@ -599,6 +611,21 @@ func (s *Service) SweepIdle(ctx context.Context) (int, error) {
 	ended := 0
 	for _, c := range chats {
 		if c.Status == social.ChatOpening {
+			continue
+		}
+		// Skip chats that cannot be idle yet without a write: with a
+		// thousand live conversations a transaction each would hold the
+		// single writer every sweep. A world may set a shorter timeout than
+		// the relay's, but never below social.MinIdleTimeout.
+		floor := s.cfg.IdleTimeout
+		if c.WorldID != "" {
+			floor = min(floor, social.MinIdleTimeout*time.Second)
+		}
+		last := c.LastTurnAt
+		if last.IsZero() {
+			last = c.UpdatedAt
+		}
+		if now.Sub(last) < floor {
 			continue
 		}
 		err := s.db.Write(ctx, func(tx *store.Tx) error {

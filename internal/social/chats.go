@@ -448,7 +448,10 @@ func (s *Service) SetChatStatusTx(ctx context.Context, tx *store.Tx, chatRequest
 
 // RecordTurnTx counts one delivered turn from fromAgentID: the chat's turn
 // count and last turn time, and activity stamps on the sender's account,
-// membership and world. An opening chat becomes active. Errors:
+// membership and world. An opening chat becomes active, which is pushed to
+// both parties as request.updated; a turn that changes nothing but the
+// count is not pushed (two notifications per turn would cost more than the
+// turn itself; the inbox and the next push carry the count). Errors:
 // chat_not_found, chat_not_live, not_chat_participant.
 func (s *Service) RecordTurnTx(ctx context.Context, tx *store.Tx, chatRequestID, fromAgentID string) (Chat, error) {
 	c, err := s.ChatTx(ctx, tx, chatRequestID)
@@ -458,6 +461,7 @@ func (s *Service) RecordTurnTx(ctx context.Context, tx *store.Tx, chatRequestID,
 	if !c.Participant(fromAgentID) {
 		return Chat{}, protocol.Forbidden("not_chat_participant", fromAgentID+" is not a participant of chat "+chatRequestID)
 	}
+	before := c.Status
 	n := s.nowMs()
 	c, err = s.updateLive(ctx, tx, chatRequestID, `turn_count = turn_count + 1, last_turn_at = ?, updated_at = ?,
 		status = CASE WHEN status = 'opening' THEN 'active' ELSE status END`, n, n)
@@ -474,6 +478,9 @@ func (s *Service) RecordTurnTx(ctx context.Context, tx *store.Tx, chatRequestID,
 		if _, err := tx.Exec(ctx, `UPDATE social_worlds SET last_activity_at = ? WHERE id = ?`, n, c.WorldID); err != nil {
 			return Chat{}, fmt.Errorf("stamp activity: %w", err)
 		}
+	}
+	if c.Status == before {
+		return c, nil
 	}
 	return s.reloadAndPush(ctx, tx, c, "turn")
 }
