@@ -110,6 +110,7 @@ type Service struct {
 	systems map[string]SystemHooks
 
 	presence *presenceCache
+	takers   takers
 }
 
 // New builds the bus over db. Call Start to run its sweeper.
@@ -350,7 +351,7 @@ func (s *Service) accept(ctx context.Context, tx *store.Tx, env *protocol.Envelo
 	for i := range recipients {
 		res.DeliveryIDs[i] = protocol.NewID(protocol.PrefixDelivery)
 	}
-	msgRef, err := s.insertMessageRef(ctx, tx, env, now, res, request)
+	msgRef, raw, err := s.insertMessageRef(ctx, tx, env, now, res, request)
 	if err != nil {
 		return Result{}, err
 	}
@@ -358,16 +359,52 @@ func (s *Service) accept(ctx context.Context, tx *store.Tx, env *protocol.Envelo
 	expires := store.Millis(env.ExpiresAt())
 	for i, r := range recipients {
 		id := res.DeliveryIDs[i]
-		if _, err := tx.Exec(ctx, `INSERT INTO bus_deliveries (id, message_id, agent_id, session, priority, state, available_at, expires_at, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)`, id, msgRef, r.ID, env.To.Session, rank, store.Millis(now), expires, store.Millis(now), store.Millis(now)); err != nil {
+		// A socket of the recipient on this node with room takes the
+		// delivery as it commits; otherwise it is queued for a claim.
+		taker, leaseUntil, taken := s.reserve(r.ID, env.To.Session, id, now)
+		state, attempt, lease, first := "queued", 0, int64(0), int64(0)
+		if taken {
+			state, attempt, lease, first = "leased", 1, store.Millis(leaseUntil), store.Millis(now)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO bus_deliveries (id, message_id, agent_id, session, priority, state, available_at, lease_until, attempt, expires_at, created_at, updated_at, first_delivered_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, id, msgRef, r.ID, env.To.Session, rank, state, store.Millis(now), lease, attempt, expires, store.Millis(now), store.Millis(now), first); err != nil {
 			return Result{}, fmt.Errorf("insert delivery: %w", err)
 		}
 		if err := s.logRow(ctx, tx, logEntry{at: now, level: "info", msgID: env.ID, traceID: env.TraceID, from: env.From.Agent, to: r.ID, typ: string(env.Type), status: "sent", deliveryID: id}); err != nil {
 			return Result{}, err
 		}
-		tx.Notify(wakeChannel, r.ID)
+		if !taken {
+			tx.Notify(wakeChannel, r.ID)
+			continue
+		}
+		d := Delivery{DeliveryID: id, SessionKey: env.To.Session, LeaseUntil: store.FromMillis(lease), Attempt: 1, Envelope: raw,
+			AgentID: r.ID, MessageRef: msgRef, Sender: env.From.Agent, Priority: rank, CreatedAt: store.FromMillis(store.Millis(now)), AcceptedAt: store.FromMillis(store.Millis(now))}
+		if err := s.delivered(ctx, tx, d, env, now); err != nil {
+			return Result{}, err
+		}
+		tx.AfterCommit(func() { taker.Take(d) })
 	}
 	return res, nil
+}
+
+// delivered records the first hand-over of a delivery taken as it was
+// accepted, as a claim records it: the "delivered" log row, the delivery
+// latency, and the system sender's OnDelivered hook — run last in the
+// transaction, so the hook sees the rows its subsystem writes about the
+// delivery after sending it.
+func (s *Service) delivered(ctx context.Context, tx *store.Tx, d Delivery, env *protocol.Envelope, now time.Time) error {
+	if err := s.logRow(ctx, tx, logEntry{at: now, level: "info", msgID: env.ID, traceID: env.TraceID, from: d.Sender, to: d.AgentID, typ: string(env.Type),
+		status: "delivered", deliveryID: d.DeliveryID, attempt: 1}); err != nil {
+		return err
+	}
+	pr := priorityName(d.Priority)
+	tx.AfterCommit(func() { s.metrics.deliveryLatency.WithLabelValues(pr).Observe(0) })
+	if IsSystem(d.Sender) {
+		if h, ok := s.system(d.Sender); ok && h.OnDelivered != nil {
+			tx.Lastly(func() error { return h.OnDelivered(ctx, tx, d) })
+		}
+	}
+	return nil
 }
 
 // recipients resolves to.agent (or a broadcast) into the agents that get a
@@ -470,14 +507,14 @@ func (s *Service) findRequest(ctx context.Context, tx *store.Tx, requester, reqI
 }
 
 func (s *Service) insertMessage(ctx context.Context, tx *store.Tx, env *protocol.Envelope, now time.Time, res Result, req *requestRef) error {
-	_, err := s.insertMessageRef(ctx, tx, env, now, res, req)
+	_, _, err := s.insertMessageRef(ctx, tx, env, now, res, req)
 	return err
 }
 
-func (s *Service) insertMessageRef(ctx context.Context, tx *store.Tx, env *protocol.Envelope, now time.Time, res Result, req *requestRef) (string, error) {
+func (s *Service) insertMessageRef(ctx context.Context, tx *store.Tx, env *protocol.Envelope, now time.Time, res Result, req *requestRef) (string, json.RawMessage, error) {
 	raw, err := json.Marshal(env)
 	if err != nil {
-		return "", fmt.Errorf("encode envelope: %w", err)
+		return "", nil, fmt.Errorf("encode envelope: %w", err)
 	}
 	resJSON, _ := json.Marshal(res)
 	var deadline int64
@@ -492,7 +529,7 @@ func (s *Service) insertMessageRef(ctx context.Context, tx *store.Tx, env *proto
 	if req != nil {
 		reqRef = req.messageID
 		if _, err := tx.Exec(ctx, `UPDATE bus_messages SET deadline_state = 'answered' WHERE id = ? AND deadline_state = 'pending'`, req.messageID); err != nil {
-			return "", fmt.Errorf("mark request answered: %w", err)
+			return "", nil, fmt.Errorf("mark request answered: %w", err)
 		}
 	}
 	id := protocol.NewID(protocol.PrefixMessage)
@@ -502,11 +539,11 @@ func (s *Service) insertMessageRef(ctx context.Context, tx *store.Tx, env *proto
 		reqRef, deadline, deadlineState, string(resJSON))
 	if err != nil {
 		if store.IsUniqueViolation(err) {
-			return "", protocol.Conflict("duplicate_id", "an envelope with this id from this sender is being accepted concurrently; retry to get its result")
+			return "", nil, protocol.Conflict("duplicate_id", "an envelope with this id from this sender is being accepted concurrently; retry to get its result")
 		}
-		return "", fmt.Errorf("insert message: %w", err)
+		return "", nil, fmt.Errorf("insert message: %w", err)
 	}
-	return id, nil
+	return id, raw, nil
 }
 
 // agent returns a registered agent. Tier and parent never change after

@@ -165,6 +165,14 @@ type Conn struct {
 	sideWG   sync.WaitGroup
 	imu      sync.Mutex
 	inflight map[string]time.Time // deliveryId → lease end
+	// more says deliveries may be waiting that only a claim finds: the bus
+	// then queues new ones instead of handing them over (see Reserve), so
+	// they are pushed after the older ones.
+	more     bool
+	refusals int             // Reserve refusals, so a claim in flight knows it missed some
+	taken    []bus.Delivery  // handed over by the bus, to push
+	takenSig chan struct{}   // signals taken
+	wake     <-chan struct{} // the pump's bus wake-ups
 	kick     chan struct{}
 	freed    chan struct{}
 	lastSeen atomic.Int64
@@ -345,6 +353,7 @@ func (g *Gateway) serve(ws *websocket.Conn) {
 	c := &Conn{
 		ID: fmt.Sprintf("%s/%d", g.db.NodeID(), g.nextID.Add(1)), Agent: a, Session: auth.SessionKey, Auth: auth,
 		g: g, ws: ws, ctx: cctx, cancel: ccancel, inflight: map[string]time.Time{}, kick: make(chan struct{}, 1), freed: make(chan struct{}, 1),
+		more: true, takenSig: make(chan struct{}, 1),
 		prefetch: g.opts.Prefetch,
 	}
 	if auth.Prefetch > 0 && auth.Prefetch <= 1000 {
@@ -470,20 +479,27 @@ func (g *Gateway) watchdog() {
 }
 
 // pump pushes deliveries as they commit, keeping at most prefetch
-// unacknowledged on the connection.
+// unacknowledged on the connection. While nothing older waits for the
+// connection, the bus hands new deliveries over in the transaction that
+// accepts them (the connection is a bus.Taker); the pump claims when
+// deliveries may be waiting: at the start, after a wake-up or kick (a
+// delivery was queued, perhaps while there was no room), after a lease ran
+// out, and after a claim that filled its limit. A freed prefetch slot alone
+// is no reason to claim.
 func (g *Gateway) pump(c *Conn) {
 	wake, stop := g.bus.Subscribe(c.Agent.ID)
 	defer stop()
+	c.imu.Lock()
+	c.wake = wake
+	c.imu.Unlock()
+	defer g.bus.AddTaker(c.Agent.ID, c.Session, c)()
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
-	// more says deliveries may be waiting that no wake-up will announce: at
-	// the start, after a wake-up or kick (perhaps while there was no room),
-	// after a lease ran out, and after a claim that filled its limit. A
-	// freed prefetch slot alone is no reason to claim.
-	more := true
 	for {
-		room := c.room()
-		if room > 0 && more {
+		c.imu.Lock()
+		more, refusals := c.more, c.refusals
+		c.imu.Unlock()
+		if room := c.room(); room > 0 && more {
 			limit := min(room, 100)
 			ds, err := g.bus.Claim(c.ctx, c.Agent.ID, bus.ClaimOptions{Session: c.Session, Limit: limit, Lease: g.opts.Lease})
 			if err != nil {
@@ -493,27 +509,32 @@ func (g *Gateway) pump(c *Conn) {
 				g.log.Warn("claim failed", "agentId", c.Agent.ID, "err", err)
 				ds = nil
 			}
-			// After a failed claim, try again on the next signal.
-			more = err != nil || len(ds) == limit
+			// After a failed claim, try again on the next signal. A
+			// delivery refused meanwhile was queued after the claim looked.
+			c.imu.Lock()
+			more = err != nil || len(ds) == limit || c.refusals != refusals
+			c.more = more
+			c.imu.Unlock()
 			for _, d := range ds {
-				frame, ok := c.Dialect.Push(c, d)
-				if !ok {
-					continue
-				}
-				c.imu.Lock()
-				c.inflight[d.DeliveryID] = d.LeaseUntil
-				c.imu.Unlock()
-				if err := c.Send(frame); err != nil {
-					c.Close(websocket.StatusInternalError, "write failed")
+				if !c.push(d, false) {
 					return
-				}
-				if p, ok := c.Dialect.(Pusher); ok {
-					p.Pushed(c, d)
 				}
 			}
 			if err == nil && more {
 				continue // there may be more
 			}
+		}
+		c.imu.Lock()
+		taken := c.taken
+		c.taken = nil
+		c.imu.Unlock()
+		for _, d := range taken {
+			if !c.push(d, true) {
+				return
+			}
+		}
+		if len(taken) > 0 {
+			continue
 		}
 		// Sleep until new deliveries commit, a slot frees up, or a lease we
 		// hold runs out (its delivery will be requeued by the sweeper).
@@ -521,20 +542,89 @@ func (g *Gateway) pump(c *Conn) {
 		select {
 		case <-c.ctx.Done():
 			return
+		case <-c.takenSig:
 		case <-wake:
-			more = true
+			c.setMore()
 		case <-c.kick:
-			more = true
+			c.setMore()
 		case <-c.freed:
 		case <-retry.C:
-			more = true
+			c.setMore()
 		}
+	}
+}
+
+func (c *Conn) setMore() {
+	c.imu.Lock()
+	c.more = true
+	c.imu.Unlock()
+}
+
+// push writes one delivery (claimed, or reserved and taken) to the socket;
+// false means the connection failed and is closed.
+func (c *Conn) push(d bus.Delivery, reserved bool) bool {
+	frame, ok := c.Dialect.Push(c, d)
+	c.imu.Lock()
+	if ok {
+		c.inflight[d.DeliveryID] = d.LeaseUntil
+	} else if reserved {
+		delete(c.inflight, d.DeliveryID) // not for this client: it stays leased until its lease ends
+	}
+	c.imu.Unlock()
+	if !ok {
+		return true
+	}
+	if err := c.Send(frame); err != nil {
+		c.Close(websocket.StatusInternalError, "write failed")
+		return false
+	}
+	if p, ok := c.Dialect.(Pusher); ok {
+		p.Pushed(c, d)
+	}
+	return true
+}
+
+// Lease implements bus.Taker: the gateway's lease.
+func (c *Conn) Lease() time.Duration { return c.g.opts.Lease }
+
+// Reserve implements bus.Taker: it takes a prefetch slot for a delivery
+// being accepted when the connection is open, has room, and nothing older
+// may be waiting for it (no claim pending, no wake-up unread). A refusal
+// marks that a delivery is being queued, so the pump claims it before the
+// connection takes any newer one.
+func (c *Conn) Reserve(deliveryID, session string, leaseUntil time.Time) bool {
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	if c.closed.Load() || c.ctx.Err() != nil {
+		return false
+	}
+	if c.more || len(c.wake) > 0 || c.roomLocked() <= 0 {
+		c.more = true
+		c.refusals++
+		return false
+	}
+	c.inflight[deliveryID] = leaseUntil
+	return true
+}
+
+// Take implements bus.Taker: the pump pushes the delivery.
+func (c *Conn) Take(d bus.Delivery) {
+	c.imu.Lock()
+	c.taken = append(c.taken, d)
+	c.imu.Unlock()
+	select {
+	case c.takenSig <- struct{}{}:
+	default:
 	}
 }
 
 func (c *Conn) room() int {
 	c.imu.Lock()
 	defer c.imu.Unlock()
+	return c.roomLocked()
+}
+
+func (c *Conn) roomLocked() int {
 	now := time.Now()
 	for id, until := range c.inflight {
 		if until.Before(now) {

@@ -267,6 +267,7 @@ type Tx struct {
 	tx          *sql.Tx
 	ctx         context.Context
 	afterCommit []func()
+	lastly      []func() error
 	notes       []note
 }
 
@@ -357,6 +358,13 @@ func (t *Tx) Dialect() Dialect { return t.db.dialect }
 // AfterCommit registers fn to run once this caller's work has committed. It
 // does not run if the callback fails or the commit fails.
 func (t *Tx) AfterCommit(fn func()) { t.afterCommit = append(t.afterCommit, fn) }
+
+// Lastly registers fn to run in this transaction after the Write callback
+// has returned successfully, for work that must see everything the callback
+// wrote (a hook one layer registers for rows a caller above it writes
+// afterwards). fn may register more; its error undoes the caller's work as
+// the callback's would.
+func (t *Tx) Lastly(fn func() error) { t.lastly = append(t.lastly, fn) }
 
 // Notify queues a notification on channel, delivered after commit to
 // listeners on this node and (PostgreSQL) every other node. Identical
@@ -542,7 +550,15 @@ func (db *DB) call(r *writeReq) (err error) {
 	if err := r.ctx.Err(); err != nil {
 		return err
 	}
-	return r.fn(&r.tx)
+	if err := r.fn(&r.tx); err != nil {
+		return err
+	}
+	for i := 0; i < len(r.tx.lastly); i++ {
+		if err := r.tx.lastly[i](); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (db *DB) collectNotes(batch []*writeReq, results []error) map[string][]string {

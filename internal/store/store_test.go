@@ -383,3 +383,53 @@ func TestDeadlockVictimIsRetried(t *testing.T) {
 		}
 	})
 }
+
+// Lastly runs after the callback, in its transaction, and sees what the
+// callback wrote after registering it; hooks may register more. A hook's
+// error undoes its caller's work only, like the callback's own.
+func TestLastly(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		errs := make([]error, 16)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				key := fmt.Sprintf("l%02d", i)
+				errs[i] = db.Write(ctx, func(tx *store.Tx) error {
+					tx.Lastly(func() error {
+						var n int
+						if err := tx.QueryRow(ctx, "SELECT COUNT(*) FROM settings WHERE key = ?", key+"-later").Scan(&n); err != nil {
+							return err
+						}
+						if n != 1 {
+							return fmt.Errorf("%s: the hook ran before the callback's later write", key)
+						}
+						tx.Lastly(func() error {
+							if i%3 == 0 {
+								return fmt.Errorf("hook of %s fails", key)
+							}
+							return insertSetting(ctx, tx, key+"-hook", "x")
+						})
+						return nil
+					})
+					if err := insertSetting(ctx, tx, key, "x"); err != nil {
+						return err
+					}
+					return insertSetting(ctx, tx, key+"-later", "x")
+				})
+			}()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if (i%3 == 0) != (err != nil) {
+				t.Fatalf("write %d: %v", i, err)
+			}
+		}
+		ok := len(errs) - (len(errs)+2)/3
+		if got := countSettings(t, db, "l"); got != 3*ok {
+			t.Fatalf("%d rows, want %d (three per write whose hooks succeeded)", got, 3*ok)
+		}
+	})
+}
