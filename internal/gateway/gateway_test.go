@@ -519,3 +519,66 @@ func nilIfEmpty(s string) any {
 	}
 	return s
 }
+
+// A socket takes deliveries as they commit while it has room; what arrives
+// while it is full waits, and goes out oldest first, before anything sent
+// after it.
+func TestFullSocketKeepsOrder(t *testing.T) {
+	apptest.Each(t, func(t *testing.T, h *apptest.Hub) {
+		ctx := ctxT(t)
+		_, ac := h.NewAgent("Sender")
+		b, bc := h.NewAgent("Receiver")
+		bs := connect(t, bc, client.ConnectOptions{Prefetch: 1})
+		send := func(i int) {
+			t.Helper()
+			if _, err := ac.Send(ctx, client.NewNotification(b.ID, "n", fmt.Sprint(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		next := func() (client.Delivery, string) {
+			t.Helper()
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			d, err := bs.Receive(rctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			en, _ := d.Decode()
+			var p struct{ Message string }
+			json.Unmarshal(en.Payload, &p)
+			return d, p.Message
+		}
+		send(1)
+		d1, m := next()
+		if m != "1" {
+			t.Fatalf("first push %q", m)
+		}
+		send(2) // the socket is full (prefetch 1): 2 and 3 wait
+		send(3)
+		if _, err := bs.Ack(ctx, d1); err != nil {
+			t.Fatal(err)
+		}
+		d2, m := next()
+		if m != "2" {
+			t.Fatalf("after the ack: %q, want 2", m)
+		}
+		send(4) // 3 still waits: 4 must not overtake it
+		if _, err := bs.Ack(ctx, d2); err != nil {
+			t.Fatal(err)
+		}
+		d3, m := next()
+		if m != "3" {
+			t.Fatalf("after the second ack: %q, want 3", m)
+		}
+		bs.Ack(ctx, d3)
+		d4, m := next()
+		if m != "4" {
+			t.Fatalf("last: %q, want 4", m)
+		}
+		bs.Ack(ctx, d4)
+		send(5) // nothing waits: taken as it commits
+		if _, m := next(); m != "5" {
+			t.Fatalf("after the backlog: %q", m)
+		}
+	})
+}

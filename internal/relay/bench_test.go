@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,7 +29,8 @@ import (
 // many live conversations at once, through the real hub (in process) on
 // each store: 2 agents per conversation, each on its own WebSocket in the
 // Claworld dialect, each answering every delivery the moment it arrives
-// (think=0), or after a fixed think time, as a model would.
+// (think=0), or after a think time, as a model would (uniform within ±50 %
+// of think, so the conversations do not march in step).
 //
 // One op is one relayed turn: ns/op is wall time per turn across all
 // conversations (1/throughput). hub-p50/p99 are the relay's own timing —
@@ -147,7 +151,8 @@ func (tb *turnBench) serve(ctx context.Context, a *turnAgent) {
 			}
 		}
 		if tb.think > 0 {
-			time.AfterFunc(tb.think, reply)
+			// Models take their time, never exactly the same: ±50 %.
+			time.AfterFunc(tb.think/2+rand.N(tb.think), reply)
 		} else {
 			reply()
 		}
@@ -206,6 +211,23 @@ func benchRelayTurn(b *testing.B, be storetest.Backend, conversations int, think
 		go tb.serve(ctx, a)
 		return nil
 	})
+	// Heartbeats every 15 s, as the plugin sends them (a socket silent for
+	// three intervals is closed), spread as independent agents' are.
+	for _, a := range agents {
+		go func() {
+			t := time.NewTimer(rand.N(15 * time.Second))
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				a.ws.Write(ctx, websocket.MessageText, []byte(`{"type":"heartbeat"}`))
+				t.Reset(15 * time.Second)
+			}
+		}()
+	}
 	defer func() {
 		tb.stopped.Store(true)
 		for _, a := range agents {
@@ -245,6 +267,7 @@ func benchRelayTurn(b *testing.B, be storetest.Backend, conversations int, think
 		defer pprof.StopCPUProfile()
 	}
 	st0 := h.App.DB.Stats()
+	rt0 := readRuntime()
 	tb.measuring.Store(true)
 	start := time.Now()
 	for b.Loop() {
@@ -257,6 +280,7 @@ func benchRelayTurn(b *testing.B, be storetest.Backend, conversations int, think
 	elapsed := time.Since(start)
 	tb.measuring.Store(false)
 	tb.stopped.Store(true)
+	rt := readRuntime()
 	if n := tb.errors.Load(); n > 0 {
 		b.Fatalf("%d errors, first: %v", n, tb.firstErr.Load())
 	}
@@ -264,11 +288,15 @@ func benchRelayTurn(b *testing.B, be storetest.Backend, conversations int, think
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	b.ReportMetric(pctMs(tb.hub, 0.50), "hub-p50-ms")
+	b.ReportMetric(pctMs(tb.hub, 0.90), "hub-p90-ms")
 	b.ReportMetric(pctMs(tb.hub, 0.99), "hub-p99-ms")
 	b.ReportMetric(pctMs(tb.e2e, 0.50), "e2e-p50-ms")
 	b.ReportMetric(pctMs(tb.e2e, 0.99), "e2e-p99-ms")
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "turns/s")
+	b.ReportMetric(float64((rt.cpu-rt0.cpu).Microseconds())/float64(b.N), "cpu-µs/turn")
 	st := h.App.DB.Stats()
+	b.Logf("runnable goroutines waited for a CPU: p50 %s, p99 %s; GC pauses p99 %s (the machine's share of the figures)",
+		histDiffPct(rt0.sched, rt.sched, 0.5), histDiffPct(rt0.sched, rt.sched, 0.99), histDiffPct(rt0.gc, rt.gc, 0.99))
 	b.Logf("%d hub samples, %d e2e samples in %s; store: %d commits, %d write requests (%.1f per commit)", len(tb.hub), len(tb.e2e), elapsed.Round(time.Millisecond),
 		st.Batches-st0.Batches, st.Requests-st0.Requests, float64(st.Requests-st0.Requests)/float64(max(1, st.Batches-st0.Batches)))
 }
@@ -310,4 +338,41 @@ func parallel(b *testing.B, n int, fn func(i int) error) {
 	if err := <-errs; err != nil {
 		b.Fatal(err)
 	}
+}
+
+// runtimeStats are process figures read before and after the measured
+// window: CPU time (hub and clients), and the Go scheduler's and GC's
+// latency histograms.
+type runtimeStats struct {
+	cpu       time.Duration
+	sched, gc *metrics.Float64Histogram
+}
+
+func readRuntime() runtimeStats {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	ms := []metrics.Sample{{Name: "/sched/latencies:seconds"}, {Name: "/sched/pauses/total/gc:seconds"}}
+	metrics.Read(ms)
+	return runtimeStats{cpu: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+		sched: ms[0].Value.Float64Histogram(), gc: ms[1].Value.Float64Histogram()}
+}
+
+// histDiffPct is the p-th percentile of the samples b added to a (same
+// buckets), as the upper bound of its bucket.
+func histDiffPct(a, b *metrics.Float64Histogram, p float64) time.Duration {
+	var total uint64
+	for i := range b.Counts {
+		total += b.Counts[i] - a.Counts[i]
+	}
+	if total == 0 {
+		return 0
+	}
+	var acc uint64
+	for i := range b.Counts {
+		acc += b.Counts[i] - a.Counts[i]
+		if float64(acc) >= p*float64(total) {
+			return time.Duration(b.Buckets[i+1] * float64(time.Second)).Round(time.Microsecond)
+		}
+	}
+	return 0
 }

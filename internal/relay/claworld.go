@@ -47,7 +47,13 @@ func (s *Service) RegisterDialect(g *gateway.Gateway) {
 	g.Register(ClaworldProtocol, func() gateway.Dialect { return &claworld{s: s} })
 }
 
-type claworld struct{ s *Service }
+type claworld struct {
+	s *Service
+	// The pump calls Push then Pushed for each delivery: Pushed reuses
+	// Push's reading of the envelope.
+	pushedID  string
+	pushedAck bool
+}
 
 // DeliveryFrame is the data of a Claworld `delivery` frame.
 type DeliveryFrame struct {
@@ -100,7 +106,8 @@ func (c *claworld) Hello(conn *gateway.Conn) any {
 }
 
 func (c *claworld) Push(conn *gateway.Conn, d bus.Delivery) (any, bool) {
-	event, data, _ := Frame(d)
+	event, data, ack := Frame(d)
+	c.pushedID, c.pushedAck = d.DeliveryID, ack
 	return map[string]any{"event": event, "data": data}, true
 }
 
@@ -109,7 +116,11 @@ func (c *claworld) Push(conn *gateway.Conn, d bus.Delivery) (any, bool) {
 // Relay deliveries stay leased until the agent replies or keeps silent;
 // one carrying a turn ends that turn's timing.
 func (c *claworld) Pushed(conn *gateway.Conn, d bus.Delivery) {
-	if _, _, ack := Frame(d); !ack {
+	ack := c.pushedAck
+	if d.DeliveryID != c.pushedID {
+		_, _, ack = Frame(d)
+	}
+	if !ack {
 		c.s.turns.pushed(d.DeliveryID)
 	} else {
 		ctx, cancel := context.WithTimeout(conn.Context(), 10*time.Second)

@@ -216,7 +216,21 @@ func (s *Service) afterTurn(ctx context.Context, tx *store.Tx, chat social.Chat,
 	bothEnd := me.endRequested && peer.endRequested
 	capped := policy.MaxTurns > 0 && chat.TurnCount >= policy.MaxTurns
 	final := bothEnd || capped
-	if err := s.relayTo(ctx, tx, chat, cc, &peer, t, !final); err != nil {
+	// Turns queued for either side, read once: the relay to the peer does
+	// not touch those queued for the author.
+	queued, err := s.pendingTurns(ctx, tx, chat.ChatRequestID, "")
+	if err != nil {
+		return chat, err
+	}
+	var forPeer, forMe []turnRec
+	for _, q := range queued {
+		if q.To == peerID {
+			forPeer = append(forPeer, q)
+		} else {
+			forMe = append(forMe, q)
+		}
+	}
+	if err := s.relayTo(ctx, tx, chat, cc, &peer, t, forPeer, !final); err != nil {
 		return chat, err
 	}
 	switch {
@@ -230,19 +244,16 @@ func (s *Service) afterTurn(ctx context.Context, tx *store.Tx, chat social.Chat,
 		}
 	}
 	// The author answered its outstanding delivery; turns queued for it meanwhile go out now.
-	return chat, s.flushQueue(ctx, tx, chat, cc, me)
+	return chat, s.flushQueue(ctx, tx, chat, cc, me, forMe)
 }
 
-// relayTo delivers a turn to the peer, or queues it while the peer has not
-// answered its outstanding delivery. A final turn (the conversation ends
-// with it) is delivered at once without inviting a reply.
-func (s *Service) relayTo(ctx context.Context, tx *store.Tx, chat social.Chat, cc social.ChatContext, peer *side, t turnRec, allowReply bool) error {
+// relayTo delivers a turn to the peer, with the turns queued for it, or
+// queues it while the peer has not answered its outstanding delivery. A
+// final turn (the conversation ends with it) is delivered at once without
+// inviting a reply.
+func (s *Service) relayTo(ctx context.Context, tx *store.Tx, chat social.Chat, cc social.ChatContext, peer *side, t turnRec, queued []turnRec, allowReply bool) error {
 	if peer.outstanding != "" && allowReply {
 		_, err := tx.Exec(ctx, `UPDATE relay_turns SET pending = ? WHERE id = ?`, true, t.ID)
-		return err
-	}
-	queued, err := s.pendingTurns(ctx, tx, chat.ChatRequestID, peer.agentID)
-	if err != nil {
 		return err
 	}
 	id, err := s.deliverTurns(ctx, tx, chat, cc, peer, append(queued, t), allowReply)
@@ -256,16 +267,13 @@ func (s *Service) relayTo(ctx context.Context, tx *store.Tx, chat social.Chat, c
 	return nil
 }
 
-// flushQueue delivers the turns waiting for a side that just became free.
-func (s *Service) flushQueue(ctx context.Context, tx *store.Tx, chat social.Chat, cc social.ChatContext, sd *side) error {
-	if !chat.Live() || sd.outstanding != "" {
+// flushQueue delivers the turns waiting for a side that just became free
+// (queued: the side's pending turns).
+func (s *Service) flushQueue(ctx context.Context, tx *store.Tx, chat social.Chat, cc social.ChatContext, sd *side, queued []turnRec) error {
+	if !chat.Live() || sd.outstanding != "" || len(queued) == 0 {
 		return nil
 	}
-	queued, err := s.pendingTurns(ctx, tx, chat.ChatRequestID, sd.agentID)
-	if err != nil || len(queued) == 0 {
-		return err
-	}
-	_, err = s.deliverTurns(ctx, tx, chat, cc, sd, queued, true)
+	_, err := s.deliverTurns(ctx, tx, chat, cc, sd, queued, true)
 	return err
 }
 
@@ -381,7 +389,7 @@ func (s *Service) keptSilentTx(ctx context.Context, tx *store.Tx, agentID, deliv
 	if queued, err := s.pendingTurns(ctx, tx, chat.ChatRequestID, agentID); err != nil {
 		return Answer{}, err
 	} else if len(queued) > 0 {
-		return out, s.flushQueue(ctx, tx, chat, cc, &me)
+		return out, s.flushQueue(ctx, tx, chat, cc, &me, queued)
 	}
 	peer, err := s.loadSide(ctx, tx, chat.ChatRequestID, chat.Peer(agentID))
 	if err != nil {
@@ -468,8 +476,13 @@ func (s *Service) addTurn(ctx context.Context, tx *store.Tx, chat social.Chat, f
 	return t, nil
 }
 
+// pendingTurns returns the turns queued for to ("" for both sides) in order.
 func (s *Service) pendingTurns(ctx context.Context, q store.Q, chatID, to string) ([]turnRec, error) {
-	rows, err := q.Query(ctx, `SELECT `+turnCols+` FROM relay_turns WHERE chat_request_id = ? AND to_agent = ? AND pending = ? ORDER BY seq`, chatID, to, true)
+	query, args := `SELECT `+turnCols+` FROM relay_turns WHERE chat_request_id = ? AND to_agent = ? AND pending = ? ORDER BY seq`, []any{chatID, to, true}
+	if to == "" {
+		query, args = `SELECT `+turnCols+` FROM relay_turns WHERE chat_request_id = ? AND pending = ? ORDER BY seq`, []any{chatID, true}
+	}
+	rows, err := q.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pending turns: %w", err)
 	}

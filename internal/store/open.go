@@ -40,7 +40,11 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 // per journaled page) once a batch passes 64 KiB.
 func OpenSQLite(ctx context.Context, path string, opts Options) (*DB, error) {
 	common := "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)&_pragma=temp_store(MEMORY)"
-	write, err := sql.Open("sqlite", path+"?"+common+"&_txlock=immediate")
+	// The writer never checkpoints: a checkpoint (copying the WAL into the
+	// database file and syncing it) inside a commit would hold every caller
+	// of that batch for its duration. A connection of its own does it
+	// beside the writer (see checkpointer).
+	write, err := sql.Open("sqlite", path+"?"+common+"&_txlock=immediate&_pragma=wal_autocheckpoint(0)")
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
@@ -72,7 +76,18 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	db.stmts = map[string]*sql.Stmt{}
+	ckpt, err := sql.Open("sqlite", path+"?"+common)
+	if err != nil {
+		db.wconn.Close()
+		write.Close()
+		read.Close()
+		return nil, fmt.Errorf("open sqlite checkpointer %s: %w", path, err)
+	}
+	ckpt.SetMaxOpenConns(1)
+	db.ckpt = ckpt
 	db.startWriters(1)
+	db.wg.Add(1)
+	go db.checkpointer()
 	return db, nil
 }
 

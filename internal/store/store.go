@@ -105,6 +105,35 @@ type DB struct {
 	wconn *sql.Conn
 	stmu  sync.Mutex
 	stmts map[string]*sql.Stmt
+	// ckpt is SQLite's checkpointing connection (see checkpointer).
+	ckpt *sql.DB
+}
+
+// checkpointInterval is how often SQLite's WAL is copied into the database
+// file.
+const checkpointInterval = 250 * time.Millisecond
+
+// checkpointer checkpoints SQLite's WAL beside the writer until Close. A
+// PASSIVE checkpoint runs concurrently with the writer and with readers; it
+// copies what no reader still needs and syncs the database file, and the
+// writer starts the WAL over once all of it was copied. With SQLite's
+// automatic checkpoint the commit that crossed 1,000 WAL pages did this
+// itself, holding every write of its batch meanwhile (a p99 of 9 ms for
+// 1 ms commits, under a hundred turns a second).
+func (db *DB) checkpointer() {
+	defer db.wg.Done()
+	t := time.NewTicker(checkpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-db.closing:
+			return
+		case <-t.C:
+		}
+		if _, err := db.ckpt.Exec("PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+			db.log.Warn("sqlite checkpoint failed", "err", err)
+		}
+	}
 }
 
 // maxCachedStmts bounds the writer's prepared statements; queries built
@@ -188,6 +217,9 @@ func (db *DB) Close() error {
 	db.stmu.Unlock()
 	if db.wconn != nil {
 		db.wconn.Close()
+	}
+	if db.ckpt != nil {
+		db.ckpt.Close()
 	}
 	if db.listenStop != nil {
 		db.listenStop()

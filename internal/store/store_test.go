@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -393,4 +395,51 @@ func TestDeadlockVictimIsRetried(t *testing.T) {
 			t.Fatalf("x=%q y=%q: each write applied exactly once", x, y)
 		}
 	})
+}
+
+// SQLite's WAL is copied into the database file beside the writer, which
+// never checkpoints in a commit: rows reach the database file within a
+// checkpoint interval or two.
+func TestSQLiteCheckpointsBesideTheWriter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ckpt.db")
+	db := storetest.Open(t, path)
+	ctx := context.Background()
+	var autockpt int
+	if err := db.Write(ctx, func(tx *store.Tx) error {
+		return tx.QueryRow(ctx, "PRAGMA wal_autocheckpoint").Scan(&autockpt)
+	}); err != nil || autockpt != 0 {
+		t.Fatalf("the writer's wal_autocheckpoint is %d (%v), want 0", autockpt, err)
+	}
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 4000)
+	for i := 0; i < 4; i++ {
+		err := db.Write(ctx, func(tx *store.Tx) error {
+			for j := 0; j < 100; j++ {
+				if err := insertSetting(ctx, tx, fmt.Sprintf("ck%d-%03d", i, j), big); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() >= before.Size()+1500000 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("database file %d bytes after 1.6 MB of writes (was %d): nothing checkpointed", st.Size(), before.Size())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
