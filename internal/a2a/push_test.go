@@ -257,8 +257,17 @@ func TestSubscribeToTask(t *testing.T) {
 				if !strings.HasSuffix(got, "working,artifact,completed") || artifact != "done: subscribe to me" {
 					t.Fatalf("subscription saw %s (artifact %q)", got, artifact)
 				}
+				// Once the execution has wound down (the SDK finishes it just
+				// after the final event), a subscription finds nothing to
+				// follow. Until then it may end at once without events.
 				var err error
-				for _, err = range c.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: task.ID}) {
+				for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+					err = nil
+					for _, err = range c.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: task.ID}) {
+						if err != nil {
+							break
+						}
+					}
 					if err != nil {
 						break
 					}
