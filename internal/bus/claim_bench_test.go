@@ -19,21 +19,8 @@ import (
 //	go test -run '^$' -bench ClaimBesideBacklog ./internal/bus
 func BenchmarkClaimBesideBacklog(b *testing.B) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), store.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	reg := agent.New(db, nil)
-	bs := bus.New(db, reg, nil, nil, bus.Config{}, nil)
-	busy, _, err := reg.Create(ctx, agent.CreateParams{DisplayName: "busy"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	idle, _, err := reg.Create(ctx, agent.CreateParams{DisplayName: "idle"})
-	if err != nil {
-		b.Fatal(err)
-	}
+	bs, ags := benchBus(b, "busy", "idle")
+	busy, idle := ags[0], ags[1]
 	send := func(to string) {
 		env := &protocol.Envelope{From: protocol.Address{Agent: "system:bench"}, To: protocol.Address{Agent: to},
 			Type: protocol.TypeNotification, Payload: protocol.MustJSON(map[string]any{"event": "e"})}
@@ -63,4 +50,24 @@ func BenchmarkClaimBesideBacklog(b *testing.B) {
 			b.Fatalf("claim: %d deliveries, %v", len(ds), err)
 		}
 	}
+}
+
+// benchBus is a bus over a fresh SQLite file with one agent per name, for
+// the benchmarks of this package.
+func benchBus(b *testing.B, names ...string) (*bus.Service, []agent.Agent) {
+	b.Helper()
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	reg := agent.New(db, nil)
+	agents := make([]agent.Agent, len(names))
+	for i, n := range names {
+		if agents[i], _, err = reg.Create(ctx, agent.CreateParams{DisplayName: n}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return bus.New(db, reg, nil, nil, bus.Config{}, nil), agents
 }

@@ -2,13 +2,9 @@ package bus_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
-	"github.com/switchboard-hub/switchboard/internal/agent"
-	"github.com/switchboard-hub/switchboard/internal/bus"
 	"github.com/switchboard-hub/switchboard/internal/protocol"
-	"github.com/switchboard-hub/switchboard/internal/store"
 )
 
 // BenchmarkSendToSocket is an agent's sends to another whose socket on
@@ -18,21 +14,8 @@ import (
 //	go test -run '^$' -bench SendToSocket -benchtime 2000x ./internal/bus
 func BenchmarkSendToSocket(b *testing.B) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), store.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	reg := agent.New(db, nil)
-	bs := bus.New(db, reg, nil, nil, bus.Config{}, nil)
-	from, _, err := reg.Create(ctx, agent.CreateParams{DisplayName: "from"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	to, _, err := reg.Create(ctx, agent.CreateParams{DisplayName: "to"})
-	if err != nil {
-		b.Fatal(err)
-	}
+	bs, ags := benchBus(b, "from", "to")
+	from, to := ags[0], ags[1]
 	c := &fakeConsumer{room: b.N + 1}
 	defer bs.AddConsumer(to.ID, c)()
 	b.SetParallelism(32) // enough senders for group commits of dozens
